@@ -1,0 +1,84 @@
+"""Lowerings of TOSA operators to JAX, one module per chapter of the specification.
+
+A lowering is a function named after its operator and registered with ``@lowering("NAME")``. It is
+called as ``fn(node, *inputs, **attributes)``:
+
+* ``node`` (a ``Node``) describes the operator: input and output tensors (name, shape, element
+  type) of the IR, and the operator's location in the file;
+* ``inputs`` are the operator's input values, in spec order: numpy arrays for compile-time
+  constants (outputs of CONST / CONST_SHAPE), JAX arrays otherwise; INT48 values are
+  ``numerics.Wide`` pairs, INT4 values int8 arrays, BOOL values bool arrays;
+* ``attributes`` are the operator's attributes by their spec names, as plain Python values.
+
+It returns one value, or a tuple for operators with several outputs. Shapes are static: all that
+can be decided before tracing is decided before tracing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tosa_jax.errors import TosaUnsupportedError
+from tosa_jax.ir import Tensor
+
+LOWERINGS: dict[str, Callable[..., Any]] = {}
+
+
+@dataclass(frozen=True)
+class Node:
+    """What a lowering knows about the operator it lowers."""
+
+    op: str
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    location: str | None = None
+
+    @property
+    def out(self) -> Tensor:
+        """The first (usually only) output tensor."""
+        return self.outputs[0]
+
+
+def constant(node: Node, index: int, value: Any) -> np.ndarray:
+    """The value of input ``index``, which PRO-INT/PRO-FP require to be a compile-time constant.
+
+    Returns a numpy array (INT48 values widened to int64). A value computed at run time needs
+    EXT-DYNAMIC, which is refused with the operator and argument named.
+    """
+    from tosa_jax.lowering.numerics import Wide, wide_to_numpy
+
+    if isinstance(value, Wide) and isinstance(value.hi, np.ndarray):
+        return wide_to_numpy(value)
+    if isinstance(value, np.ndarray):
+        return value
+    raise TosaUnsupportedError(
+        f"{node.op}: input {index} ({node.inputs[index].name!r}) must be a compile-time constant "
+        "(a CONST output); run-time values here need EXT-DYNAMIC, which tosa_jax does not support")
+
+
+def lowering(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as the lowering of TOSA operator ``name``."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if name in LOWERINGS:
+            raise RuntimeError(f"two lowerings registered for {name}")
+        LOWERINGS[name] = fn
+        return fn
+
+    return register
+
+
+def _load_chapters() -> None:
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):
+        if info.name not in ("numerics",):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+_load_chapters()

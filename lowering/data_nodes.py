@@ -1,0 +1,20 @@
+"""Data nodes (spec chapter "Data Nodes"): CONST, IDENTITY."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tosa_jax.lowering import Node, lowering
+from tosa_jax.lowering.numerics import wide_from_numpy
+
+
+@lowering("CONST")
+def const(node: Node) -> Any:
+    """The constant's values, kept as numpy so later operators can use them before tracing."""
+    data = node.out.data
+    return wide_from_numpy(data) if node.out.dtype == "INT48" else data
+
+
+@lowering("IDENTITY")
+def identity(node: Node, input1: Any) -> Any:
+    return input1

@@ -1,0 +1,259 @@
+"""Exact integer numerics shared by the lowerings (and only here).
+
+Everything is built from 32-bit JAX operations, so results are the same with ``jax_enable_x64``
+on or off and on any device. Values the spec computes in 64 bits (int48 tensors, products in
+apply_scale_32/16 and MUL with shift) are carried as a ``Wide`` pair: a signed high word and an
+unsigned low word, value = hi * 2**32 + lo, arithmetic modulo 2**64.
+
+Rule for callers: pass explicit dtypes to reductions (``jnp.sum(x, dtype=jnp.int32)``) and never
+mix numpy int64 scalars into integer arithmetic; with x64 on, either would widen to int64.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+Array = Any  # a jax.Array or numpy array
+
+I32 = jnp.int32
+U32 = jnp.uint32
+
+
+# ----------------------------------------------------------------------------- type ranges
+
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "INT4": (-8, 7), "INT8": (-128, 127), "INT16": (-32768, 32767),
+    "INT32": (-(1 << 31), (1 << 31) - 1), "INT48": (-(1 << 47), (1 << 47) - 1),
+    "UINT8": (0, 255), "UINT16": (0, 65535),
+}
+DEVICE_DTYPES = {"BOOL": jnp.bool_, "INT4": jnp.int8, "INT8": jnp.int8, "INT16": jnp.int16,
+                 "INT32": jnp.int32, "FP16": jnp.float16, "BF16": jnp.bfloat16,
+                 "FP32": jnp.float32, "FP8E4M3": jnp.float8_e4m3fn, "FP8E5M2": jnp.float8_e5m2}
+
+
+def minimum_s(dtype: str) -> int:
+    return INT_RANGES[dtype][0]
+
+
+def maximum_s(dtype: str) -> int:
+    return INT_RANGES[dtype][1]
+
+
+def as_i32(x: Array) -> Array:
+    """Sign-extend (or keep) an integer value as int32."""
+    return jnp.asarray(x).astype(I32)
+
+
+def bitcast_u32(x: Array) -> Array:
+    return lax.bitcast_convert_type(jnp.asarray(x, I32), U32)
+
+
+def bitcast_i32(x: Array) -> Array:
+    return lax.bitcast_convert_type(jnp.asarray(x, U32), I32)
+
+
+def apply_clip(value: Array, lo: int, hi: int) -> Array:
+    """apply_clip_s on int32 values with static bounds."""
+    return jnp.clip(value, jnp.asarray(lo, value.dtype), jnp.asarray(hi, value.dtype))
+
+
+def saturate_cast(value: Array, dtype: str) -> Array:
+    """Clip an int32 value to the range of ``dtype`` and cast (the usual RESCALE/pool epilogue)."""
+    lo, hi = INT_RANGES[dtype]
+    return apply_clip(value, lo, hi).astype(DEVICE_DTYPES[dtype])
+
+
+def wrap_cast(value: Array, dtype: str) -> Array:
+    """static_cast to a narrower integer type: keep the low bits, two's complement."""
+    if dtype == "INT4":
+        return ((as_i32(value) << 28) >> 28).astype(jnp.int8)
+    return jnp.asarray(value).astype(DEVICE_DTYPES[dtype])
+
+
+# ----------------------------------------------------------------------------- 64-bit pairs
+
+
+class Wide(NamedTuple):
+    """A 64-bit two's-complement integer tensor as (int32 hi, uint32 lo); a JAX pytree."""
+
+    hi: Array
+    lo: Array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(jnp.shape(self.hi))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def reshape(self, shape: Any) -> Wide:
+        return Wide(jnp.reshape(self.hi, shape), jnp.reshape(self.lo, shape))
+
+    def map(self, f: Any) -> Wide:
+        """Apply a data-movement function (transpose, slice, ...) to both words."""
+        return Wide(f(self.hi), f(self.lo))
+
+
+def wide_from_numpy(values: np.ndarray) -> Wide:
+    v = np.asarray(values, dtype=np.int64)
+    return Wide((v >> 32).astype(np.int32), (v & 0xFFFFFFFF).astype(np.uint32))
+
+
+def wide_to_numpy(w: Wide) -> np.ndarray:
+    hi = np.asarray(w.hi).astype(np.int64)
+    lo = np.asarray(w.lo).astype(np.int64)
+    return (hi << 32) | lo
+
+
+def wide(x: Array) -> Wide:
+    """Sign-extend an int32 (or narrower) value to 64 bits."""
+    x = as_i32(x)
+    return Wide(x >> 31, bitcast_u32(x))
+
+
+def wide_add(a: Wide, b: Wide) -> Wide:
+    lo = a.lo + b.lo
+    carry = (lo < a.lo).astype(I32)
+    return Wide(a.hi + b.hi + carry, lo)
+
+
+def wide_neg(a: Wide) -> Wide:
+    return wide_add(Wide(~a.hi, ~a.lo), Wide(jnp.zeros_like(a.hi), jnp.ones_like(a.lo)))
+
+
+def wide_sub(a: Wide, b: Wide) -> Wide:
+    return wide_add(a, wide_neg(b))
+
+
+def _mul_u32(a: Array, b: Array) -> tuple[Array, Array]:
+    """Full unsigned 32x32 -> 64 product as (hi, lo) uint32 words, from 16-bit halves."""
+    a0, a1 = a & 0xFFFF, a >> 16
+    b0, b1 = b & 0xFFFF, b >> 16
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = p01 + p10
+    mid_carry = (mid < p01).astype(U32)
+    lo = p00 + (mid << 16)
+    lo_carry = (lo < p00).astype(U32)
+    hi = p11 + (mid >> 16) + (mid_carry << 16) + lo_carry
+    return hi, lo
+
+
+def wide_mul32(a: Array, b: Array) -> Wide:
+    """Exact signed int32 x int32 product."""
+    a, b = jnp.broadcast_arrays(as_i32(a), as_i32(b))
+    au, bu = bitcast_u32(a), bitcast_u32(b)
+    hi, lo = _mul_u32(au, bu)
+    # Two's-complement correction of the unsigned product: subtract b<<32 if a<0, a<<32 if b<0.
+    hi = hi - jnp.where(a < 0, bu, 0).astype(U32) - jnp.where(b < 0, au, 0).astype(U32)
+    return Wide(bitcast_i32(hi), lo)
+
+
+def wide_mul(a: Wide, m: Array) -> Wide:
+    """64-bit value times a non-negative int32 multiplier (modulo 2**64)."""
+    m = as_i32(m)
+    hi, lo = _mul_u32(jnp.broadcast_to(a.lo, jnp.broadcast_shapes(a.lo.shape, jnp.shape(m))),
+                      bitcast_u32(m))
+    return Wide(bitcast_i32(hi) + a.hi * m, lo)
+
+
+def wide_shl(a: Wide, k: int) -> Wide:
+    """Shift left by a static amount 0 <= k < 32."""
+    if k == 0:
+        return a
+    hi = (a.hi << k) | bitcast_i32(a.lo >> (32 - k))
+    return Wide(hi, a.lo << k)
+
+
+def wide_sra(a: Wide, s: Array) -> Wide:
+    """Arithmetic shift right by 0 <= s <= 63 (static or per element)."""
+    s = jnp.broadcast_to(as_i32(s), a.hi.shape) if jnp.ndim(s) else as_i32(s)
+    big = s >= 32
+    s_small = jnp.where(big, 0, s)
+    s_big = jnp.where(big, s - 32, 0)
+    hi_u = bitcast_u32(a.hi)
+    # (hi << 1) << (31 - s) is hi << (32 - s) without a 32-bit shift when s == 0.
+    lo_small = (a.lo >> s_small.astype(U32)) | ((hi_u << 1) << (31 - s_small).astype(U32))
+    hi_small = a.hi >> s_small
+    lo_big = bitcast_u32(a.hi >> s_big)
+    hi_big = a.hi >> 31
+    return Wide(jnp.where(big, hi_big, hi_small), jnp.where(big, lo_big, lo_small))
+
+
+def wide_low32(a: Wide) -> Array:
+    """static_cast<int32_t>: the low 32 bits."""
+    return bitcast_i32(a.lo)
+
+
+def wide_saturate32(a: Wide) -> Array:
+    """Clip a 64-bit value to the int32 range."""
+    low = bitcast_i32(a.lo)
+    fits = a.hi == (low >> 31)
+    return jnp.where(fits, low, jnp.where(a.hi < 0, jnp.int32(-(1 << 31)), jnp.int32((1 << 31) - 1)))
+
+
+def wide_select(c: Array, a: Wide, b: Wide) -> Wide:
+    return Wide(jnp.where(c, a.hi, b.hi), jnp.where(c, a.lo, b.lo))
+
+
+def _pow2(k: Array) -> Wide:
+    """1 << k for 0 <= k <= 62, as a Wide."""
+    k = as_i32(k)
+    big = k >= 32
+    lo = jnp.where(big, 0, jnp.left_shift(jnp.uint32(1), jnp.where(big, 0, k).astype(U32)))
+    hi = jnp.where(big, jnp.left_shift(1, jnp.where(big, k - 32, 0)), 0)
+    return Wide(as_i32(hi), jnp.asarray(lo, U32))
+
+
+# ----------------------------------------------------------------------------- scaling
+
+
+def apply_scale_32(value: Array, multiplier: Array, shift: Array,
+                   double_round: bool = False) -> Array:
+    """apply_scale_32: (value * multiplier + round) >> shift, exactly, as int32.
+
+    ``multiplier`` and ``shift`` broadcast against ``value`` (per-channel: along the last axis).
+    """
+    value = as_i32(value)
+    shift = as_i32(shift)
+    product = wide_mul32(value, multiplier)
+    rnd = _pow2(shift - 1)
+    if double_round:
+        adjust = jnp.where(shift > 31, jnp.where(value >= 0, 1 << 30, -(1 << 30)), 0)
+        rnd = wide_add(Wide(jnp.broadcast_to(rnd.hi, value.shape),
+                            jnp.broadcast_to(rnd.lo, value.shape)), wide(adjust))
+    return wide_low32(wide_sra(wide_add(product, rnd), shift))
+
+
+def apply_scale_16(value: Wide, multiplier: Array, shift: Array) -> Array:
+    """apply_scale_16: (int48 value * int16 multiplier + round) >> shift, as int32."""
+    shift = as_i32(shift)
+    product = wide_mul(value, multiplier)
+    return wide_low32(wide_sra(wide_add(product, _pow2(shift - 1)), shift))
+
+
+def rounding_mul_shift(a: Array, b: Array, shift: int) -> Array:
+    """MUL with shift: (int64(a) * b + (1 << (shift - 1))) >> shift, as int32."""
+    product = wide_mul32(a, b)
+    return wide_low32(wide_sra(wide_add(product, _pow2(jnp.int32(shift - 1))), shift))
+
+
+def count_leading_zeros(a: Array) -> Array:
+    return lax.clz(as_i32(a))
+
+
+def reciprocal_scale(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """reciprocal_scale on static counts (numpy): returns (multiplier, shift) as int32 arrays."""
+    value = np.asarray(value, dtype=np.int64)
+    k = np.zeros_like(value)
+    # k = 32 - count_leading_zeros(value - 1), i.e. the bit length of value - 1.
+    v = value - 1
+    while np.any(v > 0):
+        k += v > 0
+        v >>= 1
+    numerator = ((1 << 30) + 1) << k
+    return (numerator // value).astype(np.int32), (30 + k).astype(np.int32)

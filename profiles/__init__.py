@@ -1,0 +1,1 @@
+"""TOSA 1.0 profiles, extensions and levels; requirements and ERROR_IF validation of graphs."""

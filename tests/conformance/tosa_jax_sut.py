@@ -1,0 +1,191 @@
+"""tosa_jax as a system under test (SUT) for the official TOSA conformance runner.
+
+``tosa_verif_run_tests --sut-module tosa_jax_sut`` imports this module by its bare name, so the
+directory holding it must be on ``PYTHONPATH`` (``bench/conformance.py`` and
+``tests/conformance/test_conformance_slice.py`` do that). It is deliberately a top-level module
+with a unique name: tosa-tools installs a top-level package called ``tests``, so this file must
+never be imported as ``tests.conformance.tosa_jax_sut``.
+
+The contract (``runner/tosa_test_runner.py`` in tosa-tools 2026.8.0):
+
+* the runner first runs ``runner.tosa_refmodel_compliance_sut_run`` (the reference model in
+  precise mode) and renames its outputs to ``<ofm>.runner.tosa_refmodel_compliance_sut_run.npy``;
+* then it calls ``runTestGraph()`` here, which must write every output named in
+  ``desc.json`` ``ofm_file`` into the test directory as ``.npy``, and return
+  ``(TosaGraphResult, message)``;
+* ``testResult()`` (inherited) renames our files to ``<ofm>.tosa_jax_sut.npy`` and calls the
+  ``tosa_verify`` executable on the pair, which compares element types strictly: each output
+  must be saved with the numpy dtype the reference model itself writes (see ``OUTPUT_DTYPES``).
+
+Environment knobs (read once, at import):
+
+* ``TOSA_JAX_SUT_X64=1`` turns on ``jax_enable_x64`` before tosa_jax is imported (results must
+  be identical either way: the runtime's design says so and this lets the suite prove it).
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from runner.tosa_test_runner import TosaTestRunner
+
+if os.environ.get("TOSA_JAX_SUT_X64", "") not in ("", "0"):
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+try:
+    import tosa_jax
+except ImportError as _exc:  # reported per test, so the runner still produces a table
+    tosa_jax = None
+    _IMPORT_ERROR = f"cannot import tosa_jax: {_exc}"
+else:
+    _IMPORT_ERROR = ""
+
+
+def _ml_dtype(name: str) -> Any:
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+# The numpy dtype the reference model reads for a graph input of each TOSA element type (the
+# conformance data generator writes the input .npy files in these types) and that we hand to
+# tosa_jax's ``Model.run``.
+INPUT_DTYPES: dict[str, Any] = {
+    "BOOL": np.bool_,
+    "INT4": np.int8,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT48": np.int64,
+    "INT64": np.int64,
+    "SHAPE": np.int64,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "FP16": np.float16,
+    "FP32": np.float32,
+}
+
+# The numpy dtype the reference model *writes* for each TOSA output element type; tosa_verify
+# refuses a file whose dtype differs from the reference's ("Incorrect format").
+OUTPUT_DTYPES: dict[str, Any] = {
+    "BOOL": np.bool_,
+    "INT4": np.int8,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT48": np.int64,
+    "INT64": np.int64,
+    "SHAPE": np.int64,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "FP16": np.float16,
+    "FP32": np.float32,
+}
+
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "INT4": (-8, 7),
+    "INT48": (-(1 << 47), (1 << 47) - 1),
+}
+
+
+class SutInputError(Exception):
+    """An input file does not hold what the graph declares."""
+
+
+def _tosa_dtype_name(spec: Any) -> str:
+    dtype = getattr(spec, "dtype", None)
+    return str(getattr(dtype, "name", dtype)).upper()
+
+
+def _convert_input(name: str, array: np.ndarray, tosa_type: str) -> np.ndarray:
+    """Bring an input array read from .npy to the numpy dtype tosa_jax takes for tosa_type."""
+    target = INPUT_DTYPES.get(tosa_type)
+    if target is None:
+        return array  # a type this harness does not know: hand it over untouched
+    target = np.dtype(target)
+    if array.dtype == target:
+        out = array
+    elif array.dtype.kind in "biu" and target.kind in "biu":
+        out = array.astype(target)
+        if not np.array_equal(out.astype(np.int64), array.astype(np.int64)):
+            raise SutInputError(f"input {name!r}: values of {array.dtype} do not fit {tosa_type}")
+    else:
+        out = array.astype(target)
+    if tosa_type in _INT_RANGES and out.size:
+        lo, hi = _INT_RANGES[tosa_type]
+        if int(out.min()) < lo or int(out.max()) > hi:
+            raise SutInputError(f"input {name!r}: values outside the {tosa_type} range")
+    return out
+
+
+def _convert_output(name: str, value: Any, tosa_type: str | None) -> np.ndarray:
+    """Bring a tosa_jax output to the numpy dtype the reference model writes for tosa_type."""
+    array = np.asarray(value)
+    target = OUTPUT_DTYPES.get(tosa_type or "")
+    if target is None or array.dtype == np.dtype(target):
+        return array
+    target = np.dtype(target)
+    if array.dtype.kind in "biu" and target.kind in "biu":
+        out = array.astype(target)
+        if not np.array_equal(out.astype(np.int64), array.astype(np.int64)):
+            raise SutInputError(f"output {name!r}: {array.dtype} values do not fit {tosa_type}")
+        return out
+    return array.astype(target)
+
+
+class TosaSUTRunner(TosaTestRunner):
+    """Runs ``test.tosa`` of one conformance test directory on tosa_jax."""
+
+    def __init__(self, args: Any, runnerArgs: list[str], testDirPath: Path) -> None:  # noqa: N803
+        super().__init__(args, runnerArgs, testDirPath)
+
+    def _output_types(self) -> dict[str, str]:
+        """TOSA element type of each output, from the test description."""
+        desc = self.testDesc
+        types: dict[str, str] = {}
+        tensors = desc.get("meta", {}).get("compliance", {}).get("tensors", {})
+        for name in desc["ofm_name"]:
+            if name in tensors and "data_type" in tensors[name]:
+                types[name] = str(tensors[name]["data_type"]).upper()
+        out_types = desc.get("test_details", {}).get("output_types", [])
+        for name, typ in zip(desc["ofm_name"], out_types, strict=False):
+            types.setdefault(name, str(typ).upper())
+        return types
+
+    def runTestGraph(self) -> tuple[TosaTestRunner.TosaGraphResult, str | None]:  # noqa: N802
+        """Run the graph on tosa_jax and write its outputs where the runner expects them."""
+        result = TosaTestRunner.TosaGraphResult
+        if tosa_jax is None:
+            return result.OTHER_ERROR, _IMPORT_ERROR
+        desc = self.testDesc
+        test_dir = self.testDirPath
+        try:
+            model = tosa_jax.load(str(test_dir / desc["tosa_file"]))
+            input_types = {spec.name: _tosa_dtype_name(spec) for spec in model.inputs}
+            feeds: dict[str, np.ndarray] = {}
+            for name, file in zip(desc["ifm_name"], desc["ifm_file"], strict=True):
+                array = np.load(test_dir / file)
+                feeds[name] = _convert_input(name, array, input_types.get(name, ""))
+            outputs = model.run(feeds)
+        except tosa_jax.TosaError as exc:
+            return result.TOSA_ERROR, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a crash of the runtime: fail the test, keep the run going
+            detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            return result.OTHER_ERROR, f"tosa_jax crashed: {type(exc).__name__}: {exc}\n{detail}"
+
+        output_types = self._output_types()
+        try:
+            for name, file in zip(desc["ofm_name"], desc["ofm_file"], strict=True):
+                if name not in outputs:
+                    return result.OTHER_ERROR, f"tosa_jax returned no output named {name!r}"
+                array = _convert_output(name, outputs[name], output_types.get(name))
+                np.save(test_dir / file, array, allow_pickle=False)
+        except Exception as exc:
+            return result.OTHER_ERROR, f"writing outputs failed: {type(exc).__name__}: {exc}"
+        return result.TOSA_VALID, None

@@ -1,0 +1,23 @@
+"""tosa_jax: TOSA 1.0 graphs as jit-compiled JAX functions, bit-exact for integers."""
+
+from tosa_jax.errors import (
+    TosaError,
+    TosaFormatError,
+    TosaInputError,
+    TosaLimitError,
+    TosaUnsupportedError,
+    TosaValidationError,
+    TosaVersionError,
+)
+from tosa_jax.ir import Graph, GraphBuilder
+from tosa_jax.lowering.numerics import Wide
+from tosa_jax.model import Model, TensorSpec, load
+from tosa_jax.serialization import read, write
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Graph", "GraphBuilder", "Model", "TensorSpec", "TosaError", "TosaFormatError",
+    "TosaInputError", "TosaLimitError", "TosaUnsupportedError", "TosaValidationError",
+    "TosaVersionError", "Wide", "load", "read", "write",
+]

@@ -1,0 +1,172 @@
+"""Graph IR: TOSA graphs as plain Python data, independent of flatbuffers and of JAX.
+
+Element types are the schema's names ("INT8", "INT48", "SHAPE", ...). Constant data is held as
+numpy arrays in the natural host dtype of each element type (see ``HOST_DTYPES``): INT4 unpacked
+into int8, INT48 and SHAPE widened to int64, BOOL as bool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+# Host (numpy) representation of each TOSA element type.
+HOST_DTYPES: dict[str, np.dtype] = {
+    "BOOL": np.dtype(np.bool_),
+    "INT4": np.dtype(np.int8),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT48": np.dtype(np.int64),
+    "SHAPE": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "BF16": np.dtype(ml_dtypes.bfloat16),
+    "FP32": np.dtype(np.float32),
+    "FP8E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "FP8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+}
+
+# Storage width in bits of one element in a flatbuffer's data vector.
+STORAGE_BITS: dict[str, int] = {
+    "BOOL": 8, "INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48, "SHAPE": 64,
+    "FP16": 16, "BF16": 16, "FP32": 32, "FP8E4M3": 8, "FP8E5M2": 8,
+}
+
+INTEGER_TYPES = ("INT4", "INT8", "INT16", "INT32", "INT48")
+FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
+
+
+def num_elements(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+@dataclass
+class Tensor:
+    """A named tensor of a block; ``data`` is set for constants (CONST/CONST_SHAPE outputs)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    data: np.ndarray | None = None
+    variable: bool = False
+    variable_name: str | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Tensor):
+            return NotImplemented
+        same_data = (self.data is None and other.data is None) or (
+            self.data is not None and other.data is not None
+            and self.data.dtype == other.data.dtype
+            and np.array_equal(self.data, other.data, equal_nan=self.data.dtype.kind == "f")
+        )
+        return (self.name, self.shape, self.dtype, self.variable, self.variable_name) == (
+            other.name, other.shape, other.dtype, other.variable, other.variable_name) and same_data
+
+
+@dataclass
+class Operator:
+    """One operator: its TOSA name, input and output tensor names, attributes by spec name."""
+
+    op: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    location: str | None = None
+
+
+@dataclass
+class Block:
+    """A basic block: operators in order, its tensors by name, its inputs and outputs."""
+
+    name: str
+    operators: list[Operator] = field(default_factory=list)
+    tensors: dict[str, Tensor] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Region:
+    name: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Graph:
+    """A TOSA graph: its version and regions; the first region's first block is the entry."""
+
+    version: tuple[int, int, int, bool] = (1, 0, 0, False)
+    regions: list[Region] = field(default_factory=list)
+
+    @property
+    def main(self) -> Block:
+        return self.regions[0].blocks[0]
+
+    def block(self, name: str) -> Block:
+        """Find a block by name (control-flow operators name the blocks they run)."""
+        for region in self.regions:
+            for block in region.blocks:
+                if block.name == name:
+                    return block
+        raise KeyError(name)
+
+    def operator_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for region in self.regions:
+            for block in region.blocks:
+                for op in block.operators:
+                    counts[op.op] = counts.get(op.op, 0) + 1
+        return counts
+
+
+class GraphBuilder:
+    """Build a single-block graph in code, for tests and users without other tools.
+
+    >>> b = GraphBuilder()
+    >>> x = b.input("x", (1, 4), "INT8")
+    >>> y = b.op("ABS", [x], (1, 4), "INT8")
+    >>> g = b.build([y])
+    """
+
+    def __init__(self, version: tuple[int, int, int, bool] = (1, 0, 0, False)) -> None:
+        self.block = Block("main")
+        self.version = version
+        self._count = 0
+
+    def _name(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def input(self, name: str, shape: tuple[int, ...], dtype: str) -> str:
+        self.block.tensors[name] = Tensor(name, tuple(shape), dtype)
+        self.block.inputs.append(name)
+        return name
+
+    def const(self, value: Any, dtype: str, name: str | None = None) -> str:
+        """A CONST (or CONST_SHAPE for dtype SHAPE) operator producing ``value``."""
+        name = name or self._name("const")
+        data = np.asarray(value, dtype=HOST_DTYPES[dtype])
+        if dtype == "SHAPE":
+            data = data.reshape(-1)
+        self.block.tensors[name] = Tensor(name, tuple(data.shape), dtype, data)
+        self.block.operators.append(
+            Operator("CONST_SHAPE" if dtype == "SHAPE" else "CONST", [], [name]))
+        return name
+
+    def op(self, op: str, inputs: list[str], shape: tuple[int, ...], dtype: str,
+           name: str | None = None, **attrs: Any) -> str:
+        """Append an operator with one output; returns the output's name."""
+        out = name or self._name(op.lower())
+        self.block.tensors[out] = Tensor(out, tuple(shape), dtype)
+        self.block.operators.append(Operator(op, list(inputs), [out], attrs))
+        return out
+
+    def build(self, outputs: list[str]) -> Graph:
+        self.block.outputs = list(outputs)
+        return Graph(self.version, [Region("main", [self.block])])

@@ -1,0 +1,150 @@
+"""``load()`` and the ``Model``: a TOSA graph as one jitted XLA function."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+
+from tosa_jax import serialization
+from tosa_jax.errors import TosaError, TosaFormatError, TosaInputError
+from tosa_jax.executor import graph_function, host_to_value
+from tosa_jax.ir import HOST_DTYPES, Graph
+from tosa_jax.lowering.numerics import INT_RANGES, Wide, wide_to_numpy
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A graph input or output: name, static shape and TOSA element type."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        """The numpy dtype callers pass (and get back) for this tensor."""
+        return HOST_DTYPES[self.dtype]
+
+    def __repr__(self) -> str:
+        return f"TensorSpec({self.name!r}, {list(self.shape)}, {self.dtype})"
+
+
+def _read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph) -> Graph:
+    if isinstance(source, Graph):
+        return source
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return serialization.read(source)
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.exists(path):
+            raise TosaFormatError(f"{path}: no such file")
+        if not os.path.isfile(path):
+            raise TosaFormatError(f"{path}: not a file")
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            return serialization.read(data)
+        except TosaError as e:
+            raise type(e)(f"{path}: {e}") from e
+    raise TosaFormatError(f"cannot load a TOSA graph from {type(source).__name__}: "
+                          "give a path, bytes or a tosa_jax.ir.Graph")
+
+
+class Model:
+    """A loaded TOSA graph. Call it like a function; it compiles once per input signature.
+
+    * ``model(*arrays)`` or ``model(**by_name)``: one output returns an array, several a tuple
+      in output order. Outputs are JAX arrays, except INT48 outputs: numpy int64.
+    * ``model.run({name: array}) -> {name: numpy array}`` for name-based use.
+    * ``model.fn``: the pure JAX function (inputs in order -> tuple of outputs), for use in the
+      caller's own ``jit``/``vmap``. There INT48 values are ``numerics.Wide`` pairs.
+    """
+
+    def __init__(self, graph: Graph, *, device: jax.Device | str | None = None) -> None:
+        self.graph = graph
+        block = graph.main
+        self.inputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
+                       for n in block.inputs]
+        self.outputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
+                        for n in block.outputs]
+        self.fn = graph_function(graph)
+        self.device = jax.devices(device)[0] if isinstance(device, str) else device
+        self._jitted = jax.jit(self.fn)
+
+    @property
+    def version(self) -> str:
+        major, minor, patch, draft = self.graph.version
+        return f"{major}.{minor}.{patch}" + ("-draft" if draft else "")
+
+    def __repr__(self) -> str:
+        return f"<tosa_jax.Model TOSA {self.version} inputs={self.inputs} outputs={self.outputs}>"
+
+    # -- inputs --------------------------------------------------------------------------
+
+    def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
+        names = [s.name for s in self.inputs]
+        if args and kwargs:
+            raise TosaInputError("pass inputs either by position or by name, not both")
+        if kwargs:
+            unknown = sorted(set(kwargs) - set(names))
+            missing = [n for n in names if n not in kwargs]
+            if unknown or missing:
+                raise TosaInputError(
+                    f"input names do not match the graph: unknown {unknown}, missing {missing}; "
+                    f"the graph's inputs are {names}")
+            args = tuple(kwargs[n] for n in names)
+        if len(args) != len(names):
+            raise TosaInputError(f"the graph takes {len(names)} input(s) {names}, got {len(args)}")
+        return [self._check_input(spec, a) for spec, a in zip(self.inputs, args, strict=False)]
+
+    def _check_input(self, spec: TensorSpec, value: Any) -> Any:
+        if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+            value = np.asarray(value)
+        if tuple(value.shape) != spec.shape:
+            raise TosaInputError(f"input {spec.name!r}: expected shape {list(spec.shape)}, "
+                                 f"got {list(value.shape)}")
+        if np.dtype(value.dtype) != spec.np_dtype:
+            raise TosaInputError(f"input {spec.name!r}: expected {spec.dtype} "
+                                 f"(numpy {spec.np_dtype}), got {np.dtype(value.dtype)}")
+        if spec.dtype in ("INT48", "INT4"):
+            host = np.asarray(value)
+            lo, hi = INT_RANGES[spec.dtype]
+            if host.size and (host.min() < lo or host.max() > hi):
+                raise TosaInputError(f"input {spec.name!r}: values outside the {spec.dtype} "
+                                     f"range [{lo}, {hi}]")
+            value = host_to_value(host, spec.dtype)
+        if self.device is not None:
+            value = jax.device_put(value, self.device)
+        return value
+
+    # -- calling -------------------------------------------------------------------------
+
+    def _execute(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+        return self._jitted(*self._bind(args, kwargs))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        outs = tuple(wide_to_numpy(o) if isinstance(o, Wide) else o
+                     for o in self._execute(args, kwargs))
+        return outs[0] if len(outs) == 1 else outs
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run on inputs given by name; returns numpy outputs by name."""
+        if not isinstance(inputs, Mapping):
+            raise TosaInputError("run() takes a mapping {input name: array}")
+        outs = self._execute((), inputs)
+        return {spec.name: (wide_to_numpy(o) if isinstance(o, Wide) else np.asarray(o))
+                for spec, o in zip(self.outputs, outs, strict=False)}
+
+
+def load(source: str | os.PathLike | bytes | Graph, *,
+         device: jax.Device | str | None = None) -> Model:
+    """Load a TOSA 1.0 flatbuffer (path or bytes) or an IR Graph as a callable Model.
+
+    ``device``: a JAX device, or a platform name ("cpu", "gpu"); by default JAX's default device.
+    """
+    return Model(_read_source(source), device=device)
