@@ -183,7 +183,7 @@ def export(name: str, profile: str, out_dir: Path) -> Path:
         shutil.copyfile(found[0], dst)
 
     inputs, outputs, version = graph_io(dst)
-    (in_name, in_shape, in_dtype), = inputs
+    ((in_name, in_shape, in_dtype),) = inputs
     scale, zp, qmin, qmax = input_qparams(gm)
     q = torch.clamp(torch.round(example[0] / scale) + zp, qmin, qmax)
     arr = q.numpy().astype(np.dtype(in_dtype.lower())).reshape(in_shape)

@@ -242,6 +242,42 @@ def rounding_mul_shift(a: Array, b: Array, shift: int) -> Array:
     return wide_low32(wide_sra(wide_add(product, _pow2(jnp.int32(shift - 1))), shift))
 
 
+def apply_max_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
+    """apply_max_s: ``a >= b ? a : b``; for floats a NaN operand follows ``nan_mode``
+    (compare_nan: PROPAGATE gives NaN, IGNORE gives the other operand)."""
+    a, b = jnp.asarray(a), jnp.asarray(b, jnp.asarray(a).dtype)
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        return jnp.maximum(a, b)
+    chosen = jnp.where(a >= b, a, b)  # a NaN b (or both) selects b
+    if nan_mode == "PROPAGATE":
+        return jnp.where(jnp.isnan(a), a, chosen)
+    return jnp.where(jnp.isnan(b) & ~jnp.isnan(a), a, chosen)
+
+
+def apply_min_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
+    """apply_min_s: ``a < b ? a : b``; NaN operands as in apply_max_s."""
+    a, b = jnp.asarray(a), jnp.asarray(b, jnp.asarray(a).dtype)
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        return jnp.minimum(a, b)
+    chosen = jnp.where(a < b, a, b)
+    if nan_mode == "PROPAGATE":
+        return jnp.where(jnp.isnan(a), a, chosen)
+    return jnp.where(jnp.isnan(b) & ~jnp.isnan(a), a, chosen)
+
+
+def apply_lookup_s(table: Array, value: Array) -> Array:
+    """apply_lookup_s (spec introduction, "General Unary Functions"): 513-entry int16 table,
+    input read as fixed-point 9.7, linear interpolation; returns the 16.7 result as int32."""
+    table = as_i32(table)
+    clipped = apply_clip(as_i32(value), -32768, 32767)
+    index = (clipped + 32768) >> 7  # 0..511: the top 9 bits
+    fraction = clipped & 0x7F  # the low 7 bits
+    base = jnp.take(table, index, mode="clip")
+    nxt = jnp.take(table, index + 1, mode="clip")
+    slope = nxt - base  # REQUIRE'd to fit int16, so the product below fits int32
+    return (base << 7) + slope * fraction
+
+
 def count_leading_zeros(a: Array) -> Array:
     return lax.clz(as_i32(a))
 

@@ -34,7 +34,7 @@ class TensorSpec:
         return f"TensorSpec({self.name!r}, {list(self.shape)}, {self.dtype})"
 
 
-def _read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph) -> Graph:
+def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph) -> Graph:
     if isinstance(source, Graph):
         return source
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -147,4 +147,4 @@ def load(source: str | os.PathLike | bytes | Graph, *,
 
     ``device``: a JAX device, or a platform name ("cpu", "gpu"); by default JAX's default device.
     """
-    return Model(_read_source(source), device=device)
+    return Model(read_source(source), device=device)

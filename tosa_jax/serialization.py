@@ -77,10 +77,11 @@ def decode_data(raw: np.ndarray, dtype: str, shape: tuple[int, ...], what: str) 
     """Decode a little-endian data vector into the host representation of ``dtype``."""
     count = num_elements(shape)
     need = (count * STORAGE_BITS[dtype] + 7) // 8
-    if raw.size != need:
+    if raw.size < need:
         raise TosaFormatError(
             f"{what}: data holds {raw.size} bytes, but shape {list(shape)} of {dtype} needs {need}")
-    raw = np.ascontiguousarray(raw, dtype=np.uint8)
+    # Writers may pad the vector (tosa-tools pads to an alignment); the values come first.
+    raw = np.ascontiguousarray(raw[:need], dtype=np.uint8)
     if dtype == "INT4":
         nibbles = np.empty(raw.size * 2, dtype=np.uint8)
         nibbles[0::2], nibbles[1::2] = raw & 0xF, raw >> 4
@@ -185,7 +186,7 @@ def _block(b: Any, region: str) -> Block:
         block.tensors[sname] = Tensor(sname, (int(s.rank),), "SHAPE", data)
     for i, o in enumerate(b.operators or []):
         op_name = OP_NAMES.get(o.op)
-        location = _str(o.location.text) if o.location is not None else None
+        location = (_str(o.location.text) if o.location is not None else "") or None
         if op_name is None or op_name == "UNKNOWN":
             raise TosaUnsupportedError(
                 f"operator #{i} of {where}: unknown operator code {o.op}"

@@ -1,0 +1,648 @@
+"""TOSA conformance suite for tosa_jax: generate it with tosa-tools, judge tosa_jax with the
+official runner and verifier, print a pass table per operator.
+
+Commands (run from anywhere; tosa-tools must be installed in the running interpreter's env):
+
+  # the whole suite for the selected profiles/extensions (default: PRO-INT + EXT-INT16,
+  # EXT-INT4, EXT-DOUBLEROUND, TOSA 1.0.2, positive tests)
+  python bench/conformance.py generate --out /work/conf_full -j 2
+  # or a deterministic slice: one test per operator and type signature (what CI runs)
+  python bench/conformance.py generate --out /tmp/conf_slice --slice -j 2
+  # judge tosa_jax (the compliance reference model runs first and is the oracle)
+  python bench/conformance.py run --tests /work/conf_full -j 2 --json conformance.json
+
+``generate`` wraps ``tosa_verif_conformance_generator``; ``run`` wraps ``tosa_verif_run_tests``
+with the ``tosa_jax_sut`` module (tests/conformance/tosa_jax_sut.py) and reads back the runner's
+xunit file, which holds one result per test and per system under test. Tests are mapped to
+operators through ``desc.json`` (``test_details.operator``).
+
+How ``--slice`` stays inside the official suite: it lists the suite
+(``--list-tests-to-file``), picks tests by name (see ``select_slice``), and then runs the
+official generator with a ``tosa_verif_build_tests`` wrapper first on PATH that keeps only the
+picked tests after the generator's own selection. The slice's tests are therefore the suite's
+own tests, with the same data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SUT_DIR = REPO_ROOT / "tests" / "conformance"
+SUT_MODULE = "tosa_jax_sut"
+REF_SUT_MODULE = "runner.tosa_refmodel_sut_run"
+COMPLIANCE_SUT_MODULE = "runner.tosa_refmodel_compliance_sut_run"
+
+DEFAULT_VERSION = "1.0.2"
+DEFAULT_PROFILES = ("tosa-pro-int",)
+DEFAULT_EXTENSIONS = ("tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround")
+DEFAULT_SEED = 42  # the generator's default: the official suite
+SLICE_VERSION = 1  # bump when select_slice changes, so cached slices are rebuilt
+
+SUT_ALIASES = {"tosa_jax": SUT_MODULE, "ref": REF_SUT_MODULE}
+
+
+# --------------------------------------------------------------------------------------------
+# tosa-tools discovery
+
+
+class ConformanceError(RuntimeError):
+    """tosa-tools is missing or one of its tools failed."""
+
+
+def tosa_tools_version() -> str | None:
+    """Installed tosa-tools version, or None when it is not installed."""
+    try:
+        return metadata.version("tosa-tools")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def tool(name: str) -> str:
+    """Path of a tosa-tools console script beside the running interpreter (or on PATH)."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise ConformanceError(f"{name} not found: install tosa-tools (pip install tosa-tools)")
+    return found
+
+
+def cts_config_path() -> Path:
+    """The conformance suite's operator config shipped with tosa-tools."""
+    import conformance.tosa_verif_conformance_generator as gen  # tosa-tools (namespace pkg)
+
+    return Path(gen.__file__).resolve().parent / "cts-config_v1.0.json"
+
+
+def _tool_env(extra_path: Sequence[Path] = ()) -> dict[str, str]:
+    env = dict(os.environ)
+    bin_dirs = [str(p) for p in extra_path] + [str(Path(sys.executable).parent)]
+    env["PATH"] = os.pathsep.join(bin_dirs + [env.get("PATH", "")])
+    return env
+
+
+# --------------------------------------------------------------------------------------------
+# generation
+
+
+@dataclass
+class Selection:
+    """Which conformance tests: TOSA version, profiles, extensions, operators, test type."""
+
+    version: str = DEFAULT_VERSION
+    profiles: tuple[str, ...] = DEFAULT_PROFILES
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
+    operators: tuple[str, ...] = ()
+    test_type: str = "positive"
+    seed: int = DEFAULT_SEED
+
+    def generator_args(self) -> list[str]:
+        args = ["--tosa-version", self.version, "--test-type", self.test_type,
+                "--profile", *self.profiles]
+        args += ["--extension", *(self.extensions or ("none",))]
+        if self.operators:
+            args += ["--operators", *self.operators]
+        if self.seed != DEFAULT_SEED:
+            args += ["--seed", str(self.seed)]
+        return args
+
+    def key(self) -> str:
+        """A file-name-safe key of this selection (for caches)."""
+        ops = "+".join(sorted(self.operators)) if self.operators else "allops"
+        parts = [f"v{self.version}", "+".join(self.profiles), "+".join(self.extensions) or "none",
+                 ops, self.test_type, f"seed{self.seed}"]
+        key = "_".join(parts).replace("tosa-", "")
+        if len(key) > 120:
+            import hashlib
+
+            key = key[:80] + "_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        return key
+
+
+def _run_generator(selection: Selection, args: list[str], jobs: int, workdir: Path,
+                   extra_path: Sequence[Path] = (), extra_env: dict[str, str] | None = None,
+                   verbose: bool = False) -> None:
+    cmd = [tool("tosa_verif_conformance_generator"), *selection.generator_args(), *args,
+           "-j", str(jobs)]
+    env = _tool_env(extra_path)
+    env.update(extra_env or {})
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(cmd, cwd=workdir, env=env, text=True,
+                          stdout=None if verbose else subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = "" if verbose else (proc.stdout or "")[-4000:]
+        raise ConformanceError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
+
+
+def list_tests(selection: Selection, jobs: int = 2, verbose: bool = False) -> list[str]:
+    """Names of the tests the official generator would create for selection (sorted, unique)."""
+    with tempfile.TemporaryDirectory(prefix="tosa_cts_list_") as tmp:
+        listing = Path(tmp) / "tests.txt"
+        _run_generator(selection, ["--list-tests-to-file", str(listing)], jobs, Path(tmp),
+                       verbose=verbose)
+        return sorted(set(listing.read_text().split()))
+
+
+_SHIM = '''#!{python}
+"""tosa_verif_build_tests, keeping only the tests named in $TOSA_JAX_CTS_KEEP (written by
+tosa_jax bench/conformance.py). The generator's own selection runs unchanged first."""
+import os
+import sys
+from pathlib import Path
+
+from generator.tosa_test_select import TosaTestSelectList
+
+_keep = set(Path(os.environ["TOSA_JAX_CTS_KEEP"]).read_text().split())
+_get_tests = TosaTestSelectList._get_tests
+
+
+def _kept(self, *args, **kwargs):
+    return [t for t in _get_tests(self, *args, **kwargs) if str(t) in _keep]
+
+
+TosaTestSelectList._get_tests = _kept
+
+from generator.tosa_verif_build_tests import main  # noqa: E402
+
+sys.exit(main())
+'''
+
+
+def generate(out: Path, selection: Selection, jobs: int = 2, keep: Iterable[str] | None = None,
+             build_dir: Path | None = None, verbose: bool = False) -> Path:
+    """Generate conformance tests into out (tests land in out/operators/<group>/<op>/<test>).
+
+    With keep, only the tests of the official suite named there are built.
+    """
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tosa_cts_gen_") as tmp:
+        tmpdir = Path(tmp)
+        args = ["--output-type", "binary", "--output-directory", str(out),
+                "--build-directory", str(build_dir or tmpdir / "build")]
+        extra_path: list[Path] = []
+        extra_env: dict[str, str] = {}
+        if keep is not None:
+            shim_dir = tmpdir / "shim"
+            shim_dir.mkdir()
+            shim = shim_dir / "tosa_verif_build_tests"
+            shim.write_text(_SHIM.format(python=sys.executable))
+            shim.chmod(0o755)
+            keep_file = tmpdir / "keep.txt"
+            keep_file.write_text("\n".join(sorted(set(keep))) + "\n")
+            extra_path.append(shim_dir)
+            extra_env["TOSA_JAX_CTS_KEEP"] = str(keep_file)
+        _run_generator(selection, args, jobs, tmpdir, extra_path, extra_env, verbose)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the CI slice
+
+_DT = r"(?:b|bool|i4|i8|i16|i32|i48|i64|u8|u16|f16|f32|bf16|fp8e4m3|fp8e5m2|fp8e4m3fn|shape)"
+# element-type tokens of a test name: input type(s), accumulator, output and index types
+_TYPE_TOKEN = re.compile(rf"^(?:out|acc|idx)?{_DT}(?:x{_DT})?$")
+# tokens that select an element type too: unsigned input/output (RESCALE), resize mode
+_TYPE_FLAG = re.compile(r"^(?:iu[01]|ou[01]|mode[A-Z])$")
+# variants each operator should exercise at least once: rounding mode, scale32, per-channel,
+# special (border-case / full-range) data
+_VARIANT = re.compile(r"^(?:rm[A-Z]|sc[01]|pc[01]|is|full)$")
+_SHAPE = re.compile(r"^\d+(?:x\d+)*$")
+_CONV_OPS = ("conv2d", "conv3d", "depthwise_conv2d", "transpose_conv2d")
+
+
+@dataclass(frozen=True)
+class TestName:
+    """What select_slice reads from a conformance test name."""
+
+    name: str
+    op: str
+    types: tuple[str, ...]
+    variants: frozenset[str]
+    volume: int
+    rank0: bool
+    huge: bool
+    trivial_kernel: bool
+
+
+def _operator_names() -> list[str]:
+    with cts_config_path().open() as fd:
+        return sorted(json.load(fd), key=len, reverse=True)
+
+
+def parse_test_name(name: str, operators: Sequence[str]) -> TestName | None:
+    """Split a conformance test name into operator, type signature and variants."""
+    op = next((o for o in operators if name.startswith(o + "_")), None)
+    if op is None:
+        return None
+    tokens = name[len(op) + 1:].split("_")
+    types = tuple(t for t in tokens if _TYPE_TOKEN.match(t) or _TYPE_FLAG.match(t))
+    variants = {t for t in tokens if _VARIANT.match(t)}
+    shapes = [t for t in tokens if _SHAPE.match(t)]
+    shape = shapes[0] if shapes else "1"
+    if op in _CONV_OPS and len(shapes) > 1:
+        shape = shapes[1]  # conv names start with the kernel size
+    rank0 = shape == "0"
+    if rank0:
+        variants.add("rank0")
+    volume = 1 if rank0 else math.prod(int(d) for d in shape.split("x"))
+    huge = any(int(n) >= 1000 for n in re.findall(r"\d+", name[len(op):]))
+    trivial_kernel = op in _CONV_OPS and bool(shapes) and set(shapes[0].split("x")) == {"1"}
+    return TestName(name, op, types, frozenset(variants), volume, rank0, huge, trivial_kernel)
+
+
+def _slice_score(t: TestName) -> tuple[bool, bool, bool, float, str]:
+    # prefer ordinary tests: not the level-limit / very long dimension ones, not scalars, not
+    # 1x1 convolution kernels, tensors of a few hundred elements; the name breaks ties, so the
+    # choice is deterministic
+    return (t.huge, t.rank0, t.trivial_kernel, abs(math.log(max(t.volume, 1)) - math.log(256)),
+            t.name)
+
+
+def select_slice(names: Iterable[str], operators: Sequence[str] | None = None) -> list[str]:
+    """A deterministic subset of the suite that keeps every operator and type signature.
+
+    For each operator: one test per type signature (the element-type tokens of the name:
+    input/weight, accumulator, output and index types, unsigned input/output, resize mode),
+    then, for each variant that operator has in the suite (rounding mode, scale32, per-channel,
+    special data, rank 0) and the picks do not cover yet, one test that has it.
+    """
+    ops = list(operators) if operators is not None else _operator_names()
+    by_op: dict[str, list[TestName]] = defaultdict(list)
+    for name in sorted(set(names)):
+        parsed = parse_test_name(name, ops)
+        if parsed is not None:
+            by_op[parsed.op].append(parsed)
+    picked: list[str] = []
+    for tests in by_op.values():
+        groups: dict[tuple[str, ...], list[TestName]] = defaultdict(list)
+        for t in tests:
+            groups[t.types].append(t)
+        chosen = [min(group, key=_slice_score) for group in groups.values()]
+        covered = set().union(*(t.variants for t in chosen))
+        for variant in sorted(set().union(*(t.variants for t in tests))):
+            if variant in covered:
+                continue
+            # among the tests with this variant, prefer one that brings other missing ones too
+            ranked = sorted((-len(t.variants - covered), _slice_score(t), t)
+                            for t in tests if variant in t.variants)
+            best = ranked[0][2]
+            chosen.append(best)
+            covered |= best.variants
+        picked.extend(t.name for t in chosen)
+    return sorted(picked)
+
+
+def generate_slice(out: Path, selection: Selection, jobs: int = 2,
+                   verbose: bool = False) -> list[str]:
+    """List the suite, pick the slice, generate only those tests into out."""
+    names = list_tests(selection, jobs, verbose)
+    picked = select_slice(names)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "suite_tests.txt").write_text("\n".join(names) + "\n")
+    (out / "slice_tests.txt").write_text("\n".join(picked) + "\n")
+    generate(out, selection, jobs, keep=picked, verbose=verbose)
+    return picked
+
+
+def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2) -> Path:
+    """The slice for selection under cache_root, generated once per tosa-tools version."""
+    key = f"tosa-tools-{tosa_tools_version()}_slice{SLICE_VERSION}_{selection.key()}"
+    final = cache_root / key
+    if (final / "COMPLETE").is_file():
+        return final
+    cache_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=key[:40] + ".", dir=cache_root))
+    try:
+        start = time.monotonic()
+        picked = generate_slice(staging, selection, jobs)
+        found = {p.name for p in find_tests(staging)}
+        missing = sorted(set(picked) - found)
+        if missing:
+            raise ConformanceError(f"slice generation did not produce: {missing[:10]}")
+        (staging / "COMPLETE").write_text(
+            json.dumps({"tests": len(found), "seconds": round(time.monotonic() - start, 1)}))
+        if final.exists():
+            shutil.rmtree(final)
+        staging.rename(final)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+# --------------------------------------------------------------------------------------------
+# running
+
+
+def find_tests(root: Path) -> list[Path]:
+    """Test directories (those holding desc.json) under root, sorted."""
+    return sorted(p.parent for p in Path(root).rglob("desc.json"))
+
+
+def test_operator(test_dir: Path) -> str:
+    """The TOSA operator a test exercises, from its desc.json."""
+    try:
+        desc = json.loads((test_dir / "desc.json").read_text())
+        return str(desc["test_details"]["operator"]).upper()
+    except (OSError, KeyError, ValueError):
+        return test_dir.parent.name.upper()
+
+
+def clean_results(test_dirs: Iterable[Path]) -> None:
+    """Delete result files left in test directories by earlier runs."""
+    for test_dir in test_dirs:
+        try:
+            desc = json.loads((test_dir / "desc.json").read_text())
+        except (OSError, ValueError):
+            continue
+        for ofm in desc.get("ofm_file", []):
+            stem = Path(ofm).stem
+            for pattern in (ofm, f"{stem}.*.npy", f"bounds_{stem}*.npy", f"{stem}_scale*.npy"):
+                for f in test_dir.glob(pattern):
+                    f.unlink()
+
+
+@dataclass
+class TestResult:
+    """One test's result for one system under test."""
+
+    test: str
+    path: str
+    operator: str
+    status: str  # passed | failed | skipped
+    result: str  # the runner's result code name, e.g. EXPECTED_PASS, UNEXPECTED_FAILURE
+    seconds: float
+    message: str = ""
+
+
+@dataclass
+class RunReport:
+    """Results of one tosa_verif_run_tests run, per system under test."""
+
+    sut: str
+    tests_root: str
+    tosa_tools: str | None
+    wall_seconds: float
+    jobs: int
+    results: dict[str, list[TestResult]] = field(default_factory=dict)
+
+    def table(self, sut: str | None = None) -> dict[str, Counter[str]]:
+        rows: dict[str, Counter[str]] = defaultdict(Counter)
+        for r in self.results.get(sut or self.sut, []):
+            rows[r.operator][r.status] += 1
+        return dict(sorted(rows.items()))
+
+    def totals(self, sut: str | None = None) -> Counter[str]:
+        return Counter(r.status for r in self.results.get(sut or self.sut, []))
+
+    def to_json(self) -> dict[str, object]:
+        suts = {}
+        for sut, results in self.results.items():
+            suts[sut] = {
+                "totals": dict(self.totals(sut)),
+                "operators": {op: dict(c) for op, c in self.table(sut).items()},
+                "cpu_seconds": round(sum(r.seconds for r in results), 3),
+                "tests": [asdict(r) for r in results],
+            }
+        return {"sut": self.sut, "tests_root": self.tests_root, "tosa_tools": self.tosa_tools,
+                "wall_seconds": round(self.wall_seconds, 3), "jobs": self.jobs, "suts": suts}
+
+
+def parse_xunit(xunit: Path, operators: dict[str, str]) -> dict[str, list[TestResult]]:
+    """Per-SUT results from the runner's xunit file (one testsuite per SUT module).
+
+    The runner records a passing test (expected pass or expected failure) as a bare testcase,
+    a skipped one with <skipped>, anything else with <failure> whose text starts with the result
+    code name (UNEXPECTED_FAILURE, UNEXPECTED_PASS, INTERNAL_ERROR).
+    """
+    out: dict[str, list[TestResult]] = {}
+    for suite in ET.parse(xunit).getroot().iter("testsuite"):
+        results = []
+        for case in suite.iter("testcase"):
+            path = case.get("name", "")
+            failure = case.find("failure")
+            if case.find("skipped") is not None:
+                status, code, message = "skipped", "SKIPPED", ""
+            elif failure is not None:
+                text = failure.text or ""
+                code = text.split(":", 1)[0].strip() or "FAILURE"
+                status, message = "failed", text
+            else:
+                status, code, message = "passed", "PASS", ""
+            results.append(TestResult(Path(path).name, path,
+                                      operators.get(path, Path(path).parent.name.upper()),
+                                      status, code, float(case.get("time", "0") or 0), message))
+        out[suite.get("name", "")] = sorted(results, key=lambda r: r.path)
+    return out
+
+
+def run_tests(test_dirs: Sequence[Path], sut: str = SUT_MODULE, jobs: int = 2,
+              workdir: Path | None = None, test_type: str = "both",
+              profiles: Sequence[str] = (), extensions: Sequence[str] = (),
+              x64: bool = False, verbose: bool = False) -> RunReport:
+    """Run the official runner over test_dirs with the compliance reference and sut.
+
+    Returns every system's results; the reference's own are under COMPLIANCE_SUT_MODULE.
+    """
+    sut = SUT_ALIASES.get(sut, sut)
+    test_dirs = [Path(t).resolve() for t in test_dirs]
+    clean_results(test_dirs)
+    own_tmp = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="tosa_cts_run_")) if workdir is None else workdir
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        test_list = work / "tests.txt"
+        test_list.write_text("\n".join(str(t) for t in test_dirs) + "\n")
+        xunit = work / "result.xml"
+        cmd = [tool("tosa_verif_run_tests"), "-T", str(test_list), "--sut-module", sut,
+               "-j", str(jobs), "--xunit-file", str(xunit), "--test-type", test_type,
+               "--no-color"]
+        if profiles:
+            cmd += ["--profile", *profiles]
+        if extensions:
+            cmd += ["--extension", *extensions]
+        env = _tool_env()
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(SUT_DIR), str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+        env["TOSA_JAX_SUT_X64"] = "1" if x64 else "0"
+        start = time.monotonic()
+        # cwd is the scratch directory, never the repository: the runner must not import our
+        # tests/ (or anything else in the repo root) in place of tosa-tools' own packages
+        proc = subprocess.run(cmd, cwd=work, env=env, text=True,
+                              stdout=None if verbose else subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+        wall = time.monotonic() - start
+        if proc.returncode != 0 or not xunit.is_file():
+            tail = "" if verbose else (proc.stdout or "")[-4000:]
+            raise ConformanceError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
+        operators = {str(t): test_operator(t) for t in test_dirs}
+        results = parse_xunit(xunit, operators)
+    finally:
+        if own_tmp:
+            shutil.rmtree(work, ignore_errors=True)
+    return RunReport(sut, str(os.path.commonpath(test_dirs)) if test_dirs else "",
+                     tosa_tools_version(), wall, jobs, results)
+
+
+def format_table(report: RunReport, sut: str | None = None) -> str:
+    """Operator, passed, failed (and skipped, when any) as a plain-text table."""
+    sut = sut or report.sut
+    rows = report.table(sut)
+    totals = report.totals(sut)
+    show_skipped = totals["skipped"] > 0
+    header = ["operator", "passed", "failed"] + (["skipped"] if show_skipped else [])
+    body = []
+    for op, c in rows.items():
+        body.append([op, str(c["passed"]), str(c["failed"])]
+                    + ([str(c["skipped"])] if show_skipped else []))
+    body.append(["TOTAL", str(totals["passed"]), str(totals["failed"])]
+                + ([str(totals["skipped"])] if show_skipped else []))
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(header), rule, *(line(r) for r in body[:-1]), rule, line(body[-1])])
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+
+
+def _selection_from(args: argparse.Namespace) -> Selection:
+    return Selection(version=args.tosa_version, profiles=tuple(args.profile),
+                     extensions=tuple(args.extension), operators=tuple(args.operators or ()),
+                     test_type=args.test_type, seed=args.seed)
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    selection = _selection_from(args)
+    out = Path(args.out)
+    start = time.monotonic()
+    if args.list:
+        names = list_tests(selection, args.jobs, args.verbose)
+        picked = select_slice(names) if args.slice else names
+        Path(args.list).write_text("\n".join(picked) + "\n")
+        print(f"{len(picked)} tests listed in {args.list} ({time.monotonic() - start:.1f} s)")
+        return 0
+    if args.slice:
+        generate_slice(out, selection, args.jobs, args.verbose)
+    else:
+        generate(out, selection, args.jobs, verbose=args.verbose,
+                 build_dir=Path(args.build_dir) if args.build_dir else None)
+    seconds = time.monotonic() - start
+    tests = find_tests(out)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    per_op = Counter(test_operator(t) for t in tests)
+    for op, n in sorted(per_op.items()):
+        print(f"{op:<24}{n:>6}")
+    print(f"{'TOTAL':<24}{len(tests):>6}")
+    print(f"{len(tests)} tests, {size / 1e6:.0f} MB in {out}, generated in {seconds:.0f} s "
+          f"(tosa-tools {tosa_tools_version()}, -j {args.jobs})")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    roots = [Path(t) for t in args.tests]
+    test_dirs = [t for root in roots for t in find_tests(root)]
+    if args.operators:
+        wanted = {o.upper() for o in args.operators}
+        test_dirs = [t for t in test_dirs if test_operator(t) in wanted]
+    if not test_dirs:
+        print(f"no tests (desc.json) under {', '.join(map(str, roots))}", file=sys.stderr)
+        return 2
+    print(f"running {len(test_dirs)} tests on {args.sut} with -j {args.jobs} ...", flush=True)
+    report = run_tests(test_dirs, args.sut, args.jobs,
+                       Path(args.workdir) if args.workdir else None, args.test_type,
+                       args.profile or (), args.extension or (), args.x64, args.verbose)
+    ref = report.totals(COMPLIANCE_SUT_MODULE)
+    print(format_table(report))
+    print(f"\n{len(test_dirs)} tests in {report.wall_seconds:.1f} s wall (-j {args.jobs}); "
+          f"reference (compliance) run: {ref['passed']} passed, {ref['failed']} failed")
+    failed = [r for r in report.results.get(report.sut, []) if r.status == "failed"]
+    for r in failed[: args.show_failures]:
+        first = r.message.strip().splitlines()[0] if r.message.strip() else r.result
+        print(f"FAIL {r.test}: {first[:200]}")
+    if len(failed) > args.show_failures:
+        print(f"... and {len(failed) - args.show_failures} more failures (see --json)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 1 if failed and args.strict else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="generate conformance tests with tosa-tools")
+    gen.add_argument("--out", required=True, help="output directory (not inside the repo)")
+    gen.add_argument("--tosa-version", default=DEFAULT_VERSION)
+    gen.add_argument("--profile", nargs="+", default=list(DEFAULT_PROFILES),
+                     help="tosa-pro-int, tosa-pro-fp or all")
+    gen.add_argument("--extension", nargs="*", default=list(DEFAULT_EXTENSIONS),
+                     help="extension names, all, or none")
+    gen.add_argument("--operators", nargs="*", help="lower-case operator names (default all)")
+    gen.add_argument("--test-type", default="positive", choices=["positive", "negative", "both"])
+    gen.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                     help="data seed (default 42 = the official suite)")
+    gen.add_argument("--slice", action="store_true",
+                     help="only the CI slice: one test per operator and type signature")
+    gen.add_argument("--list", metavar="FILE", help="only write the test names to FILE")
+    gen.add_argument("--build-dir", help="generator scratch directory (default: a temp dir)")
+    gen.add_argument("-j", "--jobs", type=int, default=2)
+    gen.add_argument("-v", "--verbose", action="store_true")
+    gen.set_defaults(func=_cmd_generate)
+
+    run = sub.add_parser("run", help="judge a system under test on generated tests")
+    run.add_argument("--tests", nargs="+", required=True, help="directories holding tests")
+    run.add_argument("--sut", default="tosa_jax",
+                     help="tosa_jax (default), ref (the reference model), or a module name")
+    run.add_argument("--operators", nargs="*", help="only these operators (TOSA names)")
+    run.add_argument("--test-type", default="both", choices=["positive", "negative", "both"])
+    run.add_argument("--profile", nargs="*", help="runner profile filter (default: all)")
+    run.add_argument("--extension", nargs="*", help="runner extension filter (default: all)")
+    run.add_argument("--x64", action="store_true", help="run tosa_jax with jax_enable_x64")
+    run.add_argument("--json", help="write per-test and per-operator results here")
+    run.add_argument("--workdir", help="keep the runner's test list and xunit file here")
+    run.add_argument("--show-failures", type=int, default=20)
+    run.add_argument("--strict", action="store_true", help="exit 1 when any test failed")
+    run.add_argument("-j", "--jobs", type=int, default=2)
+    run.add_argument("-v", "--verbose", action="store_true")
+    run.set_defaults(func=_cmd_run)
+
+    args = parser.parse_args(argv)
+    if tosa_tools_version() is None:
+        print("tosa-tools is not installed: pip install tosa-tools==2026.8.0", file=sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except ConformanceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Test oracles shared by the test files: the official TOSA reference model (tosa-tools).
+
+Named uniquely: tosa-tools installs a top-level ``tests`` package, so ours is never imported as
+``tests.x``; conftest.py puts this directory on sys.path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+
+def reference_model_path() -> str | None:
+    """The tosa_reference_model of the running environment, if tosa-tools is installed."""
+    beside = Path(sys.executable).parent / "tosa_reference_model"
+    return str(beside) if beside.exists() else shutil.which("tosa_reference_model")
+
+
+def run_reference(tosa: bytes | str | os.PathLike, inputs: dict[str, np.ndarray],
+                  outputs: list[str]) -> dict[str, np.ndarray]:
+    """Run a graph on the reference model; returns its outputs by name (INT48 as int64)."""
+    exe = reference_model_path()
+    if exe is None:
+        pytest.skip("tosa-tools (tosa_reference_model) is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        path = d / "graph.tosa"
+        if isinstance(tosa, (bytes, bytearray)):
+            path.write_bytes(tosa)
+        else:
+            shutil.copy(tosa, path)
+        names, files = [], []
+        for i, (name, arr) in enumerate(inputs.items()):
+            np.save(d / f"in{i}.npy", arr)
+            names.append(name)
+            files.append(str(d / f"in{i}.npy"))
+        ofiles = [f"out{i}.npy" for i in range(len(outputs))]
+        cmd = [exe, "--tosa_file", path.name, "--flatbuffer_dir", str(d),
+               "--output_dir", str(d), "--ofm_name", ",".join(outputs),
+               "--ofm_file", ",".join(ofiles)]
+        if names:
+            cmd += ["--ifm_name", ",".join(names), "--ifm_file", ",".join(files)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise AssertionError(f"reference model failed ({proc.returncode}):\n"
+                                 f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        return {n: np.load(d / f) for n, f in zip(outputs, ofiles)}

@@ -1,0 +1,94 @@
+"""The ``tosa-jax`` command line: ``run`` a graph on .npy inputs, ``info`` about a graph."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tosa_jax.errors import TosaError, TosaInputError
+from tosa_jax.model import Model, load, read_source
+
+
+def _parse_inputs(model: Model, specs: list[str]) -> dict[str, np.ndarray]:
+    """``NAME=FILE.npy`` pairs, or plain files in the graph's input order."""
+    names = [s.name for s in model.inputs]
+    inputs: dict[str, np.ndarray] = {}
+    for i, spec in enumerate(specs):
+        name, sep, path = spec.rpartition("=")
+        if not sep:
+            if i >= len(names):
+                raise TosaInputError(f"{len(specs)} input files given; the graph takes {names}")
+            name = names[i]
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise TosaInputError(f"input {name!r}: cannot read {path}: {e}") from e
+    return inputs
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    g = read_source(args.graph)  # no lowering needed to describe a graph
+    major, minor, patch, draft = g.version
+    print(f"{args.graph}: TOSA {major}.{minor}.{patch}{'-draft' if draft else ''}")
+    print(f"regions: {len(g.regions)}, blocks: {sum(len(r.blocks) for r in g.regions)}")
+    for title, names in (("inputs", g.main.inputs), ("outputs", g.main.outputs)):
+        print(f"{title}:")
+        for name in names:
+            t = g.main.tensors[name]
+            print(f"  {name}: {t.dtype} {list(t.shape)}")
+    print("operators:")
+    for op, n in sorted(g.operator_counts().items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {op:<24} {n}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    model = load(args.graph, device=args.device)
+    inputs = _parse_inputs(model, args.inputs)
+    t0 = time.perf_counter()
+    outputs = model.run(inputs)
+    t1 = time.perf_counter()
+    out_dir = Path(args.output_dir) if args.output_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for name, value in outputs.items():
+        line = f"{name}: {value.dtype} {list(value.shape)}"
+        if out_dir:
+            path = out_dir / f"{name}.npy"
+            np.save(path, value)
+            line += f" -> {path}"
+        print(line)
+        if args.print:
+            print(np.array2string(value, threshold=64))
+    print(f"compiled and ran in {t1 - t0:.3f} s", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tosa-jax", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("info", help="version, inputs, outputs and operator counts of a graph")
+    p.add_argument("graph")
+    p.set_defaults(func=cmd_info)
+    p = sub.add_parser("run", help="run a graph on .npy inputs")
+    p.add_argument("graph")
+    p.add_argument("inputs", nargs="*", metavar="[NAME=]FILE.npy",
+                   help="inputs by name, or files in the graph's input order")
+    p.add_argument("-o", "--output-dir", help="write each output as NAME.npy here")
+    p.add_argument("-p", "--print", action="store_true", help="print output values")
+    p.add_argument("--device", help="JAX platform to run on: cpu or gpu (default: JAX's)")
+    p.set_defaults(func=cmd_run)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except TosaError as e:
+        print(f"tosa-jax: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
