@@ -1,14 +1,195 @@
-"""Elementwise binary operators (spec chapter "Elementwise Binary Operators")."""
+"""Elementwise binary operators (spec chapter "Elementwise Binary Operators").
+
+Integer arithmetic is done in int32 (after sign extension, as the pseudocode's int32/int64
+intermediates) and narrowed to the declared element type at the end, so results do not depend on
+``jax_enable_x64``. Broadcasting follows broadcast_shape: equal ranks, dimensions of 1 stretch.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import jax.numpy as jnp
-from tosa_jax.lowering import Node, lowering
+from jax import lax
+from tosa_jax.lowering import Node, constant, lowering
+from tosa_jax.lowering.numerics import (
+    apply_lookup_s,
+    apply_max_s,
+    apply_min_s,
+    as_i32,
+    rounding_mul_shift,
+    wrap_cast,
+)
+
+from tosa_jax.errors import TosaValidationError
+
+# Bit width of the integer element types these operators take.
+_BITS = {"INT8": 8, "INT16": 16, "INT32": 32}
+
+
+def check_broadcast(node: Node, count: int = 2) -> None:
+    """ERROR_IF(shape != broadcast_shape(shape1, shape2[, shape3])), checked before tracing."""
+    shapes = [node.inputs[i].shape for i in range(count)]
+    out = tuple(node.out.shape)
+    shape = tuple(shapes[0])
+    for i, other in enumerate(shapes[1:], start=2):
+        if len(other) != len(shape):
+            raise TosaValidationError(
+                f"{node.op}: ERROR_IF(rank(shape1) != rank(shape{i})): input ranks "
+                f"{len(shape)} and {len(other)} differ")
+        merged = []
+        for d, e in zip(shape, other, strict=True):
+            if d != 1 and e != 1 and d != e:
+                raise TosaValidationError(
+                    f"{node.op}: input{i} shape {list(other)} does not broadcast against "
+                    f"{list(shape)} (broadcast_shape ERROR_IF)")
+            merged.append(e if d == 1 else d)
+        shape = tuple(merged)
+    if shape != out:
+        raise TosaValidationError(
+            f"{node.op}: ERROR_IF(shape != broadcast_shape(...)): output shape {list(out)} is not "
+            f"the broadcast shape {list(shape)} of the inputs")
 
 
 @lowering("ADD")
 def add(node: Node, input1: Any, input2: Any) -> Any:
     """apply_add_s: integer overflow is a REQUIRE failure, so two's-complement wrap is exact."""
-    return jnp.add(input1, input2).astype(input1.dtype)
+    check_broadcast(node)
+    return jnp.add(input1, input2).astype(jnp.asarray(input1).dtype)
+
+
+@lowering("SUB")
+def sub(node: Node, input1: Any, input2: Any) -> Any:
+    """apply_sub_s: as ADD, overflow is a REQUIRE failure and wrapping is exact otherwise."""
+    check_broadcast(node)
+    return jnp.subtract(input1, input2).astype(jnp.asarray(input1).dtype)
+
+
+@lowering("ARITHMETIC_RIGHT_SHIFT")
+def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool) -> Any:
+    check_broadcast(node)
+    t = node.out.dtype
+    # apply_arith_rshift: sign-extend both operands to int32 and shift (value2 is REQUIRE'd to
+    # lie in [0, width - 1]).
+    value1, value2 = as_i32(input1), as_i32(input2)
+    result = value1 >> value2
+    if round:
+        # Add the last bit shifted out: bit (value2 - 1) of value1, when value2 > 0.
+        # The sum cannot overflow: with value2 > 0 the shifted result is below the type maximum.
+        last_out = (value1 >> jnp.maximum(value2 - 1, 0)) & 1
+        result = result + jnp.where(value2 > 0, last_out, 0)
+    return wrap_cast(result, t)
+
+
+@lowering("BITWISE_AND")
+def bitwise_and(node: Node, input1: Any, input2: Any) -> Any:
+    check_broadcast(node)
+    return jnp.bitwise_and(input1, input2)
+
+
+@lowering("BITWISE_OR")
+def bitwise_or(node: Node, input1: Any, input2: Any) -> Any:
+    check_broadcast(node)
+    return jnp.bitwise_or(input1, input2)
+
+
+@lowering("BITWISE_XOR")
+def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
+    check_broadcast(node)
+    return jnp.bitwise_xor(input1, input2)
+
+
+@lowering("INTDIV")
+def intdiv(node: Node, input1: Any, input2: Any) -> Any:
+    """apply_intdiv_s: C division, truncating toward zero (lax.div, not floor_divide).
+    value2 == 0 and INT32_MIN / -1 are REQUIRE failures."""
+    check_broadcast(node)
+    return lax.div(*jnp.broadcast_arrays(as_i32(input1), as_i32(input2)))
+
+
+@lowering("LOGICAL_AND")
+def logical_and(node: Node, input1: Any, input2: Any) -> Any:
+    check_broadcast(node)
+    return jnp.logical_and(input1, input2)
+
+
+@lowering("LOGICAL_OR")
+def logical_or(node: Node, input1: Any, input2: Any) -> Any:
+    check_broadcast(node)
+    return jnp.logical_or(input1, input2)
+
+
+@lowering("LOGICAL_XOR")
+def logical_xor(node: Node, input1: Any, input2: Any) -> Any:
+    check_broadcast(node)
+    return jnp.logical_xor(input1, input2)
+
+
+@lowering("LOGICAL_LEFT_SHIFT")
+def logical_left_shift(node: Node, input1: Any, input2: Any) -> Any:
+    """value1 << value2 in the element type: shift in int32, keep the type's low bits."""
+    check_broadcast(node)
+    return wrap_cast(as_i32(input1) << as_i32(input2), node.out.dtype)
+
+
+@lowering("LOGICAL_RIGHT_SHIFT")
+def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
+    """apply_logical_rshift: zero-extend value1 from the type's width to uint32, shift, and
+    static_cast back (so an int8 -1 >> 1 is 127, not -1)."""
+    check_broadcast(node)
+    t = node.out.dtype
+    value1 = as_i32(input1)
+    if _BITS[t] < 32:
+        value1 = value1 & ((1 << _BITS[t]) - 1)  # zero_extend: the type's bits, unsigned
+    value1, value2 = jnp.broadcast_arrays(value1, as_i32(input2))
+    return wrap_cast(lax.shift_right_logical(value1, value2), t)
+
+
+@lowering("MAXIMUM")
+def maximum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
+    check_broadcast(node)
+    return apply_max_s(input1, input2, nan_mode)
+
+
+@lowering("MINIMUM")
+def minimum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
+    check_broadcast(node)
+    return apply_min_s(input1, input2, nan_mode)
+
+
+@lowering("MUL")
+def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
+    check_broadcast(node)
+    in_t = node.inputs[0].dtype
+    if in_t == "INT32":
+        s = int(constant(node, 2, shift).reshape(-1)[0])
+        if s > 0:
+            # int64 product, + (1 << (shift - 1)), >> shift: exact in 32-bit pairs. The result
+            # is REQUIRE'd to fit int32.
+            return rounding_mul_shift(input1, input2, s)
+        return jnp.multiply(as_i32(input1), as_i32(input2))  # low 32 bits of the product
+    if in_t in ("INT8", "INT16"):
+        # Sign-extend to the int32 output type first; the product fits exactly.
+        return jnp.multiply(as_i32(input1), as_i32(input2))
+    # Floating point: shift is REQUIRE'd to be 0 and is not read.
+    return jnp.multiply(input1, input2).astype(jnp.asarray(input1).dtype)
+
+
+@lowering("POW")
+def pow(node: Node, input1: Any, input2: Any) -> Any:
+    """apply_pow (floating point only)."""
+    check_broadcast(node)
+    dtype = jnp.asarray(input1).dtype
+    compute = jnp.float32 if dtype in (jnp.float16, jnp.bfloat16) else dtype
+    return jnp.power(jnp.asarray(input1, compute), jnp.asarray(input2, compute)).astype(dtype)
+
+
+@lowering("TABLE")
+def table(node: Node, input1: Any, table: Any) -> Any:
+    values = constant(node, 1, table)
+    in_t = node.inputs[0].dtype
+    if in_t == "INT8":
+        # result = table[value + 128]: a 256-entry gather.
+        return jnp.take(jnp.asarray(values, jnp.int8), as_i32(input1) + 128, mode="clip")
+    # int16: 513-entry table, 9.7 fixed-point index with interpolation -> int32.
+    return apply_lookup_s(jnp.asarray(values, jnp.int16), input1)

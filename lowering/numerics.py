@@ -193,7 +193,8 @@ def wide_saturate32(a: Wide) -> Array:
     """Clip a 64-bit value to the int32 range."""
     low = bitcast_i32(a.lo)
     fits = a.hi == (low >> 31)
-    return jnp.where(fits, low, jnp.where(a.hi < 0, jnp.int32(-(1 << 31)), jnp.int32((1 << 31) - 1)))
+    clipped = jnp.where(a.hi < 0, jnp.int32(-(1 << 31)), jnp.int32((1 << 31) - 1))
+    return jnp.where(fits, low, clipped)
 
 
 def wide_select(c: Array, a: Wide, b: Wide) -> Wide:
@@ -276,6 +277,14 @@ def apply_lookup_s(table: Array, value: Array) -> Array:
     nxt = jnp.take(table, index + 1, mode="clip")
     slope = nxt - base  # REQUIRE'd to fit int16, so the product below fits int32
     return (base << 7) + slope * fraction
+
+
+def float_compute(fn: Any, x: Array) -> Array:
+    """Evaluate a floating-point function in fp32 (or in the type itself when it is wider) and
+    round once to the input's type: fp16/bf16 transcendental functions."""
+    x = jnp.asarray(x)
+    compute = jnp.float32 if x.dtype.itemsize < 4 else x.dtype
+    return fn(x.astype(compute)).astype(x.dtype)
 
 
 def count_leading_zeros(a: Array) -> Array:

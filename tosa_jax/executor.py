@@ -63,7 +63,8 @@ def evaluate_block(graph: Graph, block: Block, args: Sequence[Any]) -> tuple[Any
         node = Node(op.op, tuple(block.tensors[n] for n in op.inputs),
                     tuple(block.tensors[n] for n in op.outputs), op.location)
         result = LOWERINGS[op.op](node, *(env[n] for n in op.inputs), **op.attrs)
-        results = result if isinstance(result, tuple) and not isinstance(result, Wide) else (result,)
+        single = not isinstance(result, tuple) or isinstance(result, Wide)
+        results = (result,) if single else result
         for t, value in zip(node.outputs, results, strict=False):
             _check_result(node, value, t)
             env[t.name] = value

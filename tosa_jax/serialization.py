@@ -243,7 +243,8 @@ def read(data: bytes | bytearray | memoryview) -> Graph:
     except RecursionError as e:
         raise TosaFormatError("corrupt TOSA flatbuffer: nesting too deep") from e
     except Exception as e:  # any decoding failure of a damaged buffer
-        raise TosaFormatError(f"corrupt or truncated TOSA flatbuffer ({type(e).__name__}: {e})") from e
+        raise TosaFormatError(
+            f"corrupt or truncated TOSA flatbuffer ({type(e).__name__}: {e})") from e
     if not regions or not regions[0].blocks:
         raise TosaFormatError("TOSA flatbuffer has no region or no block: nothing to run")
     return Graph(version, regions)

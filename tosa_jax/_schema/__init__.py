@@ -2,8 +2,8 @@
 
 Regenerate with (tosa-tools installs both flatc and the schema):
 
-    flatc --python --gen-onefile --gen-object-api \
-        -o tosa_jax/_schema "$(python -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')/bin/tosa.fbs"
+    SITE="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    flatc --python --gen-onefile --gen-object-api -o tosa_jax/_schema "$SITE/bin/tosa.fbs"
 
 The schema is a superset of TOSA 1.0 (it also carries 1.1-draft operators); the reader decides
 what it accepts.

@@ -1,0 +1,51 @@
+"""Activation functions (spec chapter "Activation Functions"): CLAMP, ERF, SIGMOID, TANH."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from tosa_jax.lowering import Node, lowering
+from tosa_jax.lowering.numerics import apply_max_s, apply_min_s, float_compute
+
+from tosa_jax.errors import TosaValidationError
+
+
+@lowering("CLAMP")
+def clamp(node: Node, input: Any, *, min_val: Any, max_val: Any, nan_mode: str) -> Any:
+    """apply_clip_s(value, min_val, max_val, nan_mode): max with min_val, then min with max_val.
+
+    min_val and max_val arrive decoded as numpy scalars of the input's element type.
+    """
+    lo, hi = np.asarray(min_val), np.asarray(max_val)
+    if lo.dtype.kind == "f" and (np.isnan(lo) or np.isnan(hi)):
+        raise TosaValidationError(
+            f"CLAMP: ERROR_IF(isNaN(min_val) || isNaN(max_val)): min_val {lo}, max_val {hi}")
+    if hi < lo:
+        raise TosaValidationError(
+            f"CLAMP: ERROR_IF(max_val < min_val): min_val {lo}, max_val {hi}")
+    x = jnp.asarray(input)
+    if lo.dtype.kind == "f":
+        # Float bounds as 0-d arrays of the tensor's type (the values are exact in that type).
+        value = apply_max_s(x, jnp.asarray(lo, x.dtype), nan_mode)
+        return apply_min_s(value, jnp.asarray(hi, x.dtype), nan_mode)
+    # Integers: plain Python bounds keep the tensor's own type under either x64 setting.
+    return apply_min_s(apply_max_s(x, int(lo)), int(hi))
+
+
+@lowering("ERF")
+def erf(node: Node, input: Any) -> Any:
+    return float_compute(lax.erf, input)
+
+
+@lowering("SIGMOID")
+def sigmoid(node: Node, input: Any) -> Any:
+    return float_compute(jax.nn.sigmoid, input)
+
+
+@lowering("TANH")
+def tanh(node: Node, input: Any) -> Any:
+    return float_compute(jnp.tanh, input)

@@ -1,0 +1,113 @@
+"""Elementwise unary operators (spec chapter "Elementwise Unary Operators").
+
+Integer results are computed in int32 and narrowed to the declared type; floating-point
+transcendental functions of fp16/bf16 are evaluated in fp32 and rounded once to the type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+from jax import lax
+from tosa_jax.lowering import Node, constant, lowering
+from tosa_jax.lowering.numerics import (
+    INT_RANGES,
+    as_i32,
+    count_leading_zeros,
+    float_compute,
+    saturate_cast,
+)
+
+from tosa_jax.errors import TosaValidationError
+
+
+@lowering("ABS")
+def abs(node: Node, input1: Any) -> Any:
+    """Negative values become apply_sub_s(0, value) (INT32_MIN is a REQUIRE failure); for
+    floating point -0.0 becomes +0.0, as jnp.abs does."""
+    return jnp.abs(input1)
+
+
+@lowering("BITWISE_NOT")
+def bitwise_not(node: Node, input1: Any) -> Any:
+    return jnp.invert(input1)
+
+
+@lowering("CEIL")
+def ceil(node: Node, input1: Any) -> Any:
+    return jnp.ceil(input1)
+
+
+@lowering("CLZ")
+def clz(node: Node, input1: Any) -> Any:
+    """count_leading_zeros on int32 (32 for zero)."""
+    return count_leading_zeros(input1)
+
+
+@lowering("COS")
+def cos(node: Node, input1: Any) -> Any:
+    return float_compute(jnp.cos, input1)
+
+
+@lowering("EXP")
+def exp(node: Node, input1: Any) -> Any:
+    return float_compute(jnp.exp, input1)
+
+
+@lowering("FLOOR")
+def floor(node: Node, input1: Any) -> Any:
+    return jnp.floor(input1)
+
+
+@lowering("LOG")
+def log(node: Node, input1: Any) -> Any:
+    """apply_log: -inf for 0, NaN for negative inputs (as jnp.log)."""
+    return float_compute(jnp.log, input1)
+
+
+@lowering("LOGICAL_NOT")
+def logical_not(node: Node, input1: Any) -> Any:
+    return jnp.logical_not(input1)
+
+
+@lowering("NEGATE")
+def negate(node: Node, input1: Any, input1_zp: Any, output_zp: Any) -> Any:
+    t = node.out.dtype
+    in_zp = constant(node, 1, input1_zp).reshape(-1)[0]
+    out_zp = constant(node, 2, output_zp).reshape(-1)[0]
+    if t != "INT8" and in_zp != 0:
+        raise TosaValidationError(
+            f"NEGATE: ERROR_IF(!is_same<in_out_t,i8_t>() && input1_zp != 0): input1_zp is "
+            f"{in_zp} for {t}")
+    if t != "INT8" and out_zp != 0:
+        raise TosaValidationError(
+            f"NEGATE: ERROR_IF(!is_same<in_out_t,i8_t>() && output_zp != 0): output_zp is "
+            f"{out_zp} for {t}")
+    if t not in INT_RANGES:
+        # Floating point (zero points are 0): acc_t is the type itself.
+        x = jnp.asarray(input1)
+        return (jnp.zeros((), x.dtype) - (x - in_zp.astype(x.dtype))) + out_zp.astype(x.dtype)
+    # acc_t is int32: sign-extend, subtract the input zero point, negate, add the output zero
+    # point (for int8 all of this stays within +-383), then clip to the type's range. For int16
+    # that clip maps -(-32768) to 32767; for int32 negating INT32_MIN is a REQUIRE failure.
+    value = as_i32(input1) - int(in_zp)
+    value = 0 - value
+    value = value + int(out_zp)
+    return saturate_cast(value, t)
+
+
+@lowering("RECIPROCAL")
+def reciprocal(node: Node, input1: Any) -> Any:
+    return float_compute(lambda x: 1.0 / x, input1)
+
+
+@lowering("RSQRT")
+def rsqrt(node: Node, input1: Any) -> Any:
+    """1 / sqrt(value); NaN for negative values (lax.rsqrt gives NaN there too)."""
+    return float_compute(lax.rsqrt, input1)
+
+
+@lowering("SIN")
+def sin(node: Node, input1: Any) -> Any:
+    return float_compute(jnp.sin, input1)

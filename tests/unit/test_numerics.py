@@ -1,0 +1,81 @@
+"""64-bit emulation in numerics.py against Python's exact integers (the spec's int64 arithmetic
+evaluated directly), on edge values and random ones, with x64 off and on."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from tosa_jax.lowering import numerics as nx
+
+EDGES = [0, 1, -1, 2, -2, 65535, -65536, (1 << 31) - 1, -(1 << 31), 1 << 30, -(1 << 30) - 7]
+
+
+def _values(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    v = rng.integers(-(1 << 31), 1 << 31, n, dtype=np.int64)
+    return np.concatenate([np.array(EDGES, dtype=np.int64), v])
+
+
+def _spec_apply_scale_32(value: int, multiplier: int, shift: int, double_round: bool) -> int:
+    rnd = 1 << (shift - 1)
+    if double_round and shift > 31:
+        rnd += (1 << 30) if value >= 0 else -(1 << 30)
+    result = (value * multiplier + rnd) >> shift  # Python >> is arithmetic on exact ints
+    return ((result + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_wide_mul_add_shift(x64: bool) -> None:
+    a, b = _values(500, 1), _values(500, 2)[::-1]
+    shifts = np.random.default_rng(3).integers(0, 64, a.size)
+    with jax.enable_x64(x64):
+        prod = nx.wide_mul32(a.astype(np.int32), b.astype(np.int32))
+        total = nx.wide_add(prod, nx.wide(b.astype(np.int32)))
+        shifted = nx.wide_sra(total, shifts.astype(np.int32))
+        sat = nx.wide_saturate32(total)
+    np.testing.assert_array_equal(nx.wide_to_numpy(prod), a * b)
+    exact = [int(x) * int(y) + int(y) for x, y in zip(a, b)]
+    np.testing.assert_array_equal(nx.wide_to_numpy(total), np.array(exact, dtype=np.int64))
+    np.testing.assert_array_equal(
+        nx.wide_to_numpy(shifted), np.array([e >> int(s) for e, s in zip(exact, shifts)]))
+    np.testing.assert_array_equal(
+        np.asarray(sat), np.clip(np.array(exact, dtype=np.int64), -(1 << 31), (1 << 31) - 1))
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("double_round", [False, True])
+def test_apply_scale_32(x64: bool, double_round: bool) -> None:
+    rng = np.random.default_rng(4)
+    n = 2000
+    shift = rng.integers(2, 63, n)
+    # The spec REQUIREs value in [-(1 << (shift-1)), 1 << (shift-1)).
+    bound = np.minimum(1 << np.minimum(shift - 1, 31), 1 << 31)
+    value = np.array([rng.integers(-b, b) for b in bound], dtype=np.int64)
+    multiplier = rng.integers(0, 1 << 31, n)
+    with jax.enable_x64(x64):
+        got = nx.apply_scale_32(value.astype(np.int32), multiplier.astype(np.int32),
+                                shift.astype(np.int32), double_round)
+    want = [_spec_apply_scale_32(int(v), int(m), int(s), double_round)
+            for v, m, s in zip(value, multiplier, shift)]
+    np.testing.assert_array_equal(np.asarray(got), np.array(want, dtype=np.int32))
+
+
+def test_apply_scale_16_on_int48() -> None:
+    rng = np.random.default_rng(5)
+    value = rng.integers(-(1 << 47), 1 << 47, 1000, dtype=np.int64)
+    multiplier = rng.integers(0, 1 << 15, 1000)
+    shift = rng.integers(40, 63, 1000)
+    got = nx.apply_scale_16(nx.wide_from_numpy(value), multiplier.astype(np.int32),
+                            shift.astype(np.int32))
+    want = [(int(v) * int(m) + (1 << (int(s) - 1))) >> int(s)
+            for v, m, s in zip(value, multiplier, shift)]
+    np.testing.assert_array_equal(np.asarray(got), np.array(want, dtype=np.int32))
+
+
+def test_reciprocal_scale_matches_spec() -> None:
+    counts = np.arange(1, 300)
+    mult, shift = nx.reciprocal_scale(counts)
+    for c, m, s in zip(counts, mult, shift):
+        k = 32 - (32 - int(c - 1).bit_length())  # 32 - count_leading_zeros(c - 1)
+        assert (m, s) == ((((1 << 30) + 1) << k) // int(c), 30 + k)
