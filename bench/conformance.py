@@ -16,16 +16,17 @@ with the ``tosa_jax_sut`` module (tests/conformance/tosa_jax_sut.py) and reads b
 xunit file, which holds one result per test and per system under test. Tests are mapped to
 operators through ``desc.json`` (``test_details.operator``).
 
-How ``--slice`` stays inside the official suite: it lists the suite
-(``--list-tests-to-file``), picks tests by name (see ``select_slice``), and then runs the
-official generator with a ``tosa_verif_build_tests`` wrapper first on PATH that keeps only the
-picked tests after the generator's own selection. The slice's tests are therefore the suite's
-own tests, with the same data.
+How ``--slice`` (and ``--only``) stay inside the official suite: the official generator runs
+with a ``tosa_verif_build_tests`` wrapper first on PATH which, after the generator's own test
+selection, keeps only the slice's tests (see ``slice_offer``) or the named ones. The slice's
+tests are therefore the suite's own tests, byte for byte (checked against a full generation).
+The work is split by operator over ``-j`` generator processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -85,10 +86,15 @@ def tool(name: str) -> str:
 
 
 def cts_config_path() -> Path:
-    """The conformance suite's operator config shipped with tosa-tools."""
-    import conformance.tosa_verif_conformance_generator as gen  # tosa-tools (namespace pkg)
+    """The conformance suite's operator config shipped with tosa-tools.
 
-    return Path(gen.__file__).resolve().parent / "cts-config_v1.0.json"
+    Found through the distribution's file list, not by importing tosa-tools' top-level
+    ``conformance`` package: run as a script, this file's own name would shadow it.
+    """
+    for f in metadata.distribution("tosa-tools").files or []:
+        if f.name == "cts-config_v1.0.json" and f.parent.name == "conformance":
+            return Path(str(f.locate())).resolve()
+    raise ConformanceError("tosa-tools' conformance/cts-config_v1.0.json not found")
 
 
 def _tool_env(extra_path: Sequence[Path] = ()) -> dict[str, str]:
@@ -113,12 +119,13 @@ class Selection:
     test_type: str = "positive"
     seed: int = DEFAULT_SEED
 
-    def generator_args(self) -> list[str]:
+    def generator_args(self, operators: Sequence[str] | None = None) -> list[str]:
         args = ["--tosa-version", self.version, "--test-type", self.test_type,
                 "--profile", *self.profiles]
         args += ["--extension", *(self.extensions or ("none",))]
-        if self.operators:
-            args += ["--operators", *self.operators]
+        ops = self.operators if operators is None else operators
+        if ops:
+            args += ["--operators", *ops]
         if self.seed != DEFAULT_SEED:
             args += ["--seed", str(self.seed)]
         return args
@@ -130,55 +137,56 @@ class Selection:
                  ops, self.test_type, f"seed{self.seed}"]
         key = "_".join(parts).replace("tosa-", "")
         if len(key) > 120:
-            import hashlib
-
             key = key[:80] + "_" + hashlib.sha256(key.encode()).hexdigest()[:16]
         return key
 
 
-def _run_generator(selection: Selection, args: list[str], jobs: int, workdir: Path,
-                   extra_path: Sequence[Path] = (), extra_env: dict[str, str] | None = None,
-                   verbose: bool = False) -> None:
-    cmd = [tool("tosa_verif_conformance_generator"), *selection.generator_args(), *args,
-           "-j", str(jobs)]
-    env = _tool_env(extra_path)
-    env.update(extra_env or {})
-    workdir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(cmd, cwd=workdir, env=env, text=True,
-                          stdout=None if verbose else subprocess.PIPE,
-                          stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        tail = "" if verbose else (proc.stdout or "")[-4000:]
-        raise ConformanceError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
+# Relative cost of listing/generating an operator's tests (measured, tosa-tools 2026.8.0), used
+# only to balance operators over parallel generator processes; unknown operators count 1.
+_OP_COST = {"pad": 10, "rescale": 7, "conv2d": 6, "depthwise_conv2d": 6, "transpose_conv2d": 5,
+            "conv3d": 5, "avg_pool2d": 5, "max_pool2d": 5}
 
 
-def list_tests(selection: Selection, jobs: int = 2, verbose: bool = False) -> list[str]:
-    """Names of the tests the official generator would create for selection (sorted, unique)."""
-    with tempfile.TemporaryDirectory(prefix="tosa_cts_list_") as tmp:
-        listing = Path(tmp) / "tests.txt"
-        _run_generator(selection, ["--list-tests-to-file", str(listing)], jobs, Path(tmp),
-                       verbose=verbose)
-        return sorted(set(listing.read_text().split()))
+def _partition(operators: Sequence[str], parts: int) -> list[list[str]]:
+    """Split operators into up to parts groups of about equal cost (deterministic)."""
+    bins: list[tuple[float, int, list[str]]] = [(0.0, i, []) for i in range(max(parts, 1))]
+    for op in sorted(operators, key=lambda o: (-_OP_COST.get(o, 4), o)):
+        cost, i, ops = min(bins)
+        ops.append(op)
+        bins[bins.index((cost, i, ops))] = (cost + _OP_COST.get(op, 4), i, ops)
+    return [sorted(ops) for _, _, ops in sorted(bins, key=lambda b: b[1]) if ops]
 
 
 _SHIM = '''#!{python}
-"""tosa_verif_build_tests, keeping only the tests named in $TOSA_JAX_CTS_KEEP (written by
-tosa_jax bench/conformance.py). The generator's own selection runs unchanged first."""
+"""tosa_verif_build_tests as the official one, but after the generator's own test selection it
+keeps only some tests: those named in $TOSA_JAX_CTS_KEEP, or (with $TOSA_JAX_CTS_SLICE) the
+CI slice, picked by tosa_jax bench/conformance.py (loaded from $TOSA_JAX_CTS_BENCH)."""
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
 from generator.tosa_test_select import TosaTestSelectList
 
-_keep = set(Path(os.environ["TOSA_JAX_CTS_KEEP"]).read_text().split())
 _get_tests = TosaTestSelectList._get_tests
+if os.environ.get("TOSA_JAX_CTS_KEEP"):
+    _keep = set(Path(os.environ["TOSA_JAX_CTS_KEEP"]).read_text().split())
 
+    def _filtered(self, *args, **kwargs):
+        return [t for t in _get_tests(self, *args, **kwargs) if str(t) in _keep]
+else:
+    _bench_path = os.environ["TOSA_JAX_CTS_BENCH"]
+    _spec = importlib.util.spec_from_file_location("_tosa_jax_cts", _bench_path)
+    _bench = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = _bench
+    _spec.loader.exec_module(_bench)
 
-def _kept(self, *args, **kwargs):
-    return [t for t in _get_tests(self, *args, **kwargs) if str(t) in _keep]
+    def _filtered(self, *args, **kwargs):
+        tests = _get_tests(self, *args, **kwargs)
+        kept = _bench.slice_offer([str(t) for t in tests], Path(os.environ["TOSA_JAX_CTS_SLICE"]))
+        return [t for t in tests if str(t) in kept]
 
-
-TosaTestSelectList._get_tests = _kept
+TosaTestSelectList._get_tests = _filtered
 
 from generator.tosa_verif_build_tests import main  # noqa: E402
 
@@ -186,31 +194,97 @@ sys.exit(main())
 '''
 
 
+def _run_generators(selection: Selection, args: list[str], jobs: int, workdir: Path,
+                    extra_env: dict[str, str] | None = None, verbose: bool = False,
+                    processes: int = 1, shim: bool = False, list_files: bool = False) -> None:
+    """Run tosa_verif_conformance_generator, split over processes by operator when > 1.
+
+    Each process then runs with -j 1 (jobs is the total parallelism); separate processes
+    never share an operator, so per-operator state (the slice's) stays deterministic.
+    list_files: only list the tests, process i into workdir/tests<i>.txt.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = _tool_env()
+    if shim:
+        shim_dir = workdir / "shim"
+        shim_dir.mkdir(exist_ok=True)
+        script = shim_dir / "tosa_verif_build_tests"
+        script.write_text(_SHIM.format(python=sys.executable))
+        script.chmod(0o755)
+        env = _tool_env([shim_dir])
+        env["TOSA_JAX_CTS_BENCH"] = str(Path(__file__).resolve())
+    env.update(extra_env or {})
+    if processes > 1:
+        ops = list(selection.operators) or sorted(_cts_config())
+        groups = _partition(ops, processes)
+        per_process_jobs = max(1, jobs // len(groups))
+    else:
+        groups = [list(selection.operators)]
+        per_process_jobs = jobs
+    procs = []
+    for i, group in enumerate(groups):
+        cmd = [tool("tosa_verif_conformance_generator"), *selection.generator_args(group),
+               *args, "--build-directory", str(workdir / f"build{i}"),
+               "-j", str(per_process_jobs)]
+        if list_files:
+            cmd += ["--list-tests-to-file", str(workdir / f"tests{i}.txt")]
+        log = None if verbose else (workdir / f"generator{i}.log").open("w")
+        procs.append((cmd, log, subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log,
+                                                 stderr=subprocess.STDOUT, text=True)))
+    failures = []
+    for i, (cmd, log, proc) in enumerate(procs):
+        rc = proc.wait()
+        if log is not None:
+            log.close()
+        if rc != 0:
+            tail = "" if verbose else (workdir / f"generator{i}.log").read_text()[-4000:]
+            failures.append(f"{' '.join(cmd)} failed ({rc}):\n{tail}")
+    if failures:
+        raise ConformanceError("\n".join(failures))
+
+
+def list_tests(selection: Selection, jobs: int = 2, verbose: bool = False,
+               slice_only: bool = False) -> list[str]:
+    """Names of the tests the official generator would create (sorted, unique).
+
+    slice_only: only those of the CI slice (see slice_offer).
+    """
+    with tempfile.TemporaryDirectory(prefix="tosa_cts_list_") as tmp:
+        tmpdir = Path(tmp)
+        extra_env = {}
+        if slice_only:
+            (tmpdir / "slice").mkdir()
+            extra_env["TOSA_JAX_CTS_SLICE"] = str(tmpdir / "slice")
+        _run_generators(selection, [], jobs, tmpdir, extra_env, verbose,
+                        processes=max(1, jobs), shim=slice_only, list_files=True)
+        names: set[str] = set()
+        for f in tmpdir.glob("tests*.txt"):
+            names.update(f.read_text().split())
+        return sorted(names)
+
+
 def generate(out: Path, selection: Selection, jobs: int = 2, keep: Iterable[str] | None = None,
-             build_dir: Path | None = None, verbose: bool = False) -> Path:
+             slice_only: bool = False, verbose: bool = False) -> Path:
     """Generate conformance tests into out (tests land in out/operators/<group>/<op>/<test>).
 
-    With keep, only the tests of the official suite named there are built.
+    keep: only the suite's tests named there; slice_only: only the CI slice (select_slice).
+    The work is split by operator over jobs generator processes.
     """
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tosa_cts_gen_") as tmp:
         tmpdir = Path(tmp)
-        args = ["--output-type", "binary", "--output-directory", str(out),
-                "--build-directory", str(build_dir or tmpdir / "build")]
-        extra_path: list[Path] = []
+        args = ["--output-type", "binary", "--output-directory", str(out)]
         extra_env: dict[str, str] = {}
         if keep is not None:
-            shim_dir = tmpdir / "shim"
-            shim_dir.mkdir()
-            shim = shim_dir / "tosa_verif_build_tests"
-            shim.write_text(_SHIM.format(python=sys.executable))
-            shim.chmod(0o755)
             keep_file = tmpdir / "keep.txt"
             keep_file.write_text("\n".join(sorted(set(keep))) + "\n")
-            extra_path.append(shim_dir)
             extra_env["TOSA_JAX_CTS_KEEP"] = str(keep_file)
-        _run_generator(selection, args, jobs, tmpdir, extra_path, extra_env, verbose)
+        if slice_only:
+            (tmpdir / "slice").mkdir()
+            extra_env["TOSA_JAX_CTS_SLICE"] = str(tmpdir / "slice")
+        _run_generators(selection, args, jobs, tmpdir, extra_env, verbose,
+                        processes=max(1, jobs), shim=keep is not None or slice_only)
     return out
 
 
@@ -231,7 +305,7 @@ _CONV_OPS = ("conv2d", "conv3d", "depthwise_conv2d", "transpose_conv2d")
 
 @dataclass(frozen=True)
 class TestName:
-    """What select_slice reads from a conformance test name."""
+    """What the slice selection reads from a conformance test name."""
 
     name: str
     op: str
@@ -243,9 +317,13 @@ class TestName:
     trivial_kernel: bool
 
 
-def _operator_names() -> list[str]:
+def _cts_config() -> dict[str, object]:
     with cts_config_path().open() as fd:
-        return sorted(json.load(fd), key=len, reverse=True)
+        return dict(json.load(fd))
+
+
+def _operator_names() -> list[str]:
+    return sorted(_cts_config(), key=len, reverse=True)
 
 
 def parse_test_name(name: str, operators: Sequence[str]) -> TestName | None:
@@ -277,13 +355,34 @@ def _slice_score(t: TestName) -> tuple[bool, bool, bool, float, str]:
             t.name)
 
 
+def _pick(tests: Sequence[TestName], types_done: set[tuple[str, ...]],
+          variants_done: set[str]) -> list[TestName]:
+    """One test per type signature not done yet, then one per variant not covered yet."""
+    groups: dict[tuple[str, ...], list[TestName]] = defaultdict(list)
+    for t in tests:
+        if t.types not in types_done:
+            groups[t.types].append(t)
+    chosen = [min(group, key=_slice_score) for _, group in sorted(groups.items())]
+    covered = set(variants_done).union(*(t.variants for t in chosen))
+    for variant in sorted(set().union(*(t.variants for t in tests))):
+        if variant in covered:
+            continue
+        # among the tests with this variant, prefer one that brings other missing ones too
+        ranked = sorted((-len(t.variants - covered), _slice_score(t), t)
+                        for t in tests if variant in t.variants)
+        best = ranked[0][2]
+        chosen.append(best)
+        covered |= best.variants
+    return chosen
+
+
 def select_slice(names: Iterable[str], operators: Sequence[str] | None = None) -> list[str]:
-    """A deterministic subset of the suite that keeps every operator and type signature.
+    """The CI slice of a complete list of test names: every operator, every type signature.
 
     For each operator: one test per type signature (the element-type tokens of the name:
     input/weight, accumulator, output and index types, unsigned input/output, resize mode),
-    then, for each variant that operator has in the suite (rounding mode, scale32, per-channel,
-    special data, rank 0) and the picks do not cover yet, one test that has it.
+    then, for each variant the operator has (rounding mode, scale32, per-channel, special data,
+    rank 0) that the picks do not cover yet, one test that has it.
     """
     ops = list(operators) if operators is not None else _operator_names()
     by_op: dict[str, list[TestName]] = defaultdict(list)
@@ -291,36 +390,45 @@ def select_slice(names: Iterable[str], operators: Sequence[str] | None = None) -
         parsed = parse_test_name(name, ops)
         if parsed is not None:
             by_op[parsed.op].append(parsed)
-    picked: list[str] = []
-    for tests in by_op.values():
-        groups: dict[tuple[str, ...], list[TestName]] = defaultdict(list)
-        for t in tests:
-            groups[t.types].append(t)
-        chosen = [min(group, key=_slice_score) for group in groups.values()]
-        covered = set().union(*(t.variants for t in chosen))
-        for variant in sorted(set().union(*(t.variants for t in tests))):
-            if variant in covered:
-                continue
-            # among the tests with this variant, prefer one that brings other missing ones too
-            ranked = sorted((-len(t.variants - covered), _slice_score(t), t)
-                            for t in tests if variant in t.variants)
-            best = ranked[0][2]
-            chosen.append(best)
-            covered |= best.variants
-        picked.extend(t.name for t in chosen)
-    return sorted(picked)
+    return sorted(t.name for tests in by_op.values() for t in _pick(tests, set(), set()))
+
+
+def slice_offer(names: Sequence[str], state_dir: Path) -> set[str]:
+    """Incremental select_slice, called by the generator wrapper on each batch of tests.
+
+    The generator builds an operator's tests in several batches (profiles, extensions,
+    argument groups), one after the other in one process; state_dir remembers per operator
+    which type signatures and variants earlier batches took, so the slice comes out of a single
+    generator pass. Deterministic: the batches of an operator always come in the same order.
+    """
+    ops = _operator_names()
+    by_op: dict[str, list[TestName]] = defaultdict(list)
+    for name in sorted(set(names)):
+        parsed = parse_test_name(name, ops)
+        if parsed is not None:
+            by_op[parsed.op].append(parsed)
+    kept: set[str] = set()
+    for op, tests in by_op.items():
+        state_file = state_dir / f"{op}.json"
+        state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+        types_done = {tuple(t) for t in state.get("types", [])}
+        variants_done = set(state.get("variants", []))
+        chosen = _pick(tests, types_done, variants_done)
+        kept.update(t.name for t in chosen)
+        types_done.update(t.types for t in chosen)
+        variants_done.update(*(t.variants for t in chosen))
+        state_file.write_text(json.dumps({"types": sorted(types_done),
+                                          "variants": sorted(variants_done)}))
+    return kept
 
 
 def generate_slice(out: Path, selection: Selection, jobs: int = 2,
                    verbose: bool = False) -> list[str]:
-    """List the suite, pick the slice, generate only those tests into out."""
-    names = list_tests(selection, jobs, verbose)
-    picked = select_slice(names)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "suite_tests.txt").write_text("\n".join(names) + "\n")
-    (out / "slice_tests.txt").write_text("\n".join(picked) + "\n")
-    generate(out, selection, jobs, keep=picked, verbose=verbose)
-    return picked
+    """Generate the CI slice into out in one generator pass; returns the test names."""
+    generate(out, selection, jobs, slice_only=True, verbose=verbose)
+    names = sorted(p.name for p in find_tests(out))
+    (out / "slice_tests.txt").write_text("\n".join(names) + "\n")
+    return names
 
 
 def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2) -> Path:
@@ -333,13 +441,11 @@ def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=key[:40] + ".", dir=cache_root))
     try:
         start = time.monotonic()
-        picked = generate_slice(staging, selection, jobs)
-        found = {p.name for p in find_tests(staging)}
-        missing = sorted(set(picked) - found)
-        if missing:
-            raise ConformanceError(f"slice generation did not produce: {missing[:10]}")
+        names = generate_slice(staging, selection, jobs)
+        if not names:
+            raise ConformanceError("slice generation produced no tests")
         (staging / "COMPLETE").write_text(
-            json.dumps({"tests": len(found), "seconds": round(time.monotonic() - start, 1)}))
+            json.dumps({"tests": len(names), "seconds": round(time.monotonic() - start, 1)}))
         if final.exists():
             shutil.rmtree(final)
         staging.rename(final)
@@ -538,19 +644,25 @@ def _selection_from(args: argparse.Namespace) -> Selection:
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     selection = _selection_from(args)
-    out = Path(args.out)
     start = time.monotonic()
     if args.list:
-        names = list_tests(selection, args.jobs, args.verbose)
-        picked = select_slice(names) if args.slice else names
-        Path(args.list).write_text("\n".join(picked) + "\n")
-        print(f"{len(picked)} tests listed in {args.list} ({time.monotonic() - start:.1f} s)")
+        names = list_tests(selection, args.jobs, args.verbose, slice_only=args.slice)
+        Path(args.list).write_text("\n".join(names) + "\n")
+        ops = _operator_names()
+        per_op = Counter(getattr(parse_test_name(n, ops), "op", "?") for n in names)
+        for op, n in sorted(per_op.items()):
+            print(f"{op:<24}{n:>6}")
+        print(f"{len(names)} tests listed in {args.list} ({time.monotonic() - start:.0f} s)")
         return 0
+    if args.out is None:
+        print("generate: --out is required (unless --list)", file=sys.stderr)
+        return 2
+    out = Path(args.out)
     if args.slice:
         generate_slice(out, selection, args.jobs, args.verbose)
     else:
-        generate(out, selection, args.jobs, verbose=args.verbose,
-                 build_dir=Path(args.build_dir) if args.build_dir else None)
+        keep = Path(args.only).read_text().split() if args.only else None
+        generate(out, selection, args.jobs, keep=keep, verbose=args.verbose)
     seconds = time.monotonic() - start
     tests = find_tests(out)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
@@ -598,7 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     gen = sub.add_parser("generate", help="generate conformance tests with tosa-tools")
-    gen.add_argument("--out", required=True, help="output directory (not inside the repo)")
+    gen.add_argument("--out", help="output directory (keep it outside the repository)")
     gen.add_argument("--tosa-version", default=DEFAULT_VERSION)
     gen.add_argument("--profile", nargs="+", default=list(DEFAULT_PROFILES),
                      help="tosa-pro-int, tosa-pro-fp or all")
@@ -610,9 +722,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="data seed (default 42 = the official suite)")
     gen.add_argument("--slice", action="store_true",
                      help="only the CI slice: one test per operator and type signature")
+    gen.add_argument("--only", metavar="FILE",
+                     help="only the suite's tests named in FILE (one per line)")
     gen.add_argument("--list", metavar="FILE", help="only write the test names to FILE")
-    gen.add_argument("--build-dir", help="generator scratch directory (default: a temp dir)")
-    gen.add_argument("-j", "--jobs", type=int, default=2)
+    gen.add_argument("-j", "--jobs", type=int, default=2,
+                     help="generator processes (operators are split between them)")
     gen.add_argument("-v", "--verbose", action="store_true")
     gen.set_defaults(func=_cmd_generate)
 

@@ -43,6 +43,16 @@ def maximum_s(dtype: str) -> int:
     return INT_RANGES[dtype][1]
 
 
+def no_fold(x: Array) -> Array:
+    """A host constant (numpy) as a JAX value that XLA will not constant-fold; others unchanged.
+
+    XLA's CPU constant folder (jax 0.10.2) miscomputes a gather of a constant whenever a
+    bitcast_convert follows it (it reads the gathered literal in the wrong layout): e.g. RESIZE
+    of a CONST into Wide products. Apply to constant operands of gathers.
+    """
+    return lax.optimization_barrier(jnp.asarray(x)) if isinstance(x, np.ndarray) else x
+
+
 def as_i32(x: Array) -> Array:
     """Sign-extend (or keep) an integer value as int32."""
     return jnp.asarray(x).astype(I32)
@@ -201,6 +211,26 @@ def wide_select(c: Array, a: Wide, b: Wide) -> Wide:
     return Wide(jnp.where(c, a.hi, b.hi), jnp.where(c, a.lo, b.lo))
 
 
+def wide_sum32(x: Array, axis: int) -> Wide:
+    """Exact 64-bit sum of int32 values along ``axis`` (static), from int32 reductions.
+
+    Each value splits into a signed high and an unsigned low 16-bit half; up to 2**15 halves sum
+    exactly in int32, longer axes are summed in groups of 2**15 and the groups added as Wide.
+    """
+    x = as_i32(x)
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    total: Wide | None = None
+    for start in range(0, max(n, 1), 1 << 15):
+        part = lax.slice_in_dim(x, start, min(start + (1 << 15), n), axis=axis)
+        lo = jnp.sum(part & 0xFFFF, axis=axis, dtype=I32)
+        hi = jnp.sum(part >> 16, axis=axis, dtype=I32)
+        s = wide_add(wide_shl(wide(hi), 16), wide(lo))
+        total = s if total is None else wide_add(total, s)
+    assert total is not None
+    return total
+
+
 def _pow2(k: Array) -> Wide:
     """1 << k for 0 <= k <= 62, as a Wide."""
     k = as_i32(k)
@@ -288,7 +318,9 @@ def float_compute(fn: Any, x: Array) -> Array:
 
 
 def count_leading_zeros(a: Array) -> Array:
-    return lax.clz(as_i32(a))
+    # On uint32: XLA's constant folder gets clz of negative *signed* values wrong (-32 for -1,
+    # seen with jax 0.10 when the input is a CONST), while the unsigned form is right everywhere.
+    return bitcast_i32(lax.clz(bitcast_u32(a)))
 
 
 def reciprocal_scale(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -6,18 +6,24 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
+    DEVICE_DTYPES,
+    INT_RANGES,
     Wide,
     apply_scale_16,
     apply_scale_32,
     as_i32,
+    bitcast_u32,
     saturate_cast,
     wide,
+    wide_low32,
     wide_sub,
+    wrap_cast,
 )
 
-from tosa_jax.errors import TosaValidationError
+from tosa_jax.errors import TosaUnsupportedError, TosaValidationError
 
 
 @lowering("RESCALE")
@@ -65,3 +71,81 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     return saturate_cast(result, out_t)
 
 
+
+
+_FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
+_INT_BITS = {"INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48}
+
+
+def _int32_to_bf16(x: Any) -> Any:
+    """round_to_nearest_float of int32 to bf16, rounding once.
+
+    XLA converts s32 -> f32 -> bf16, which rounds twice (2^30 + 2^22 + 1 lands on a bf16 tie
+    after the first rounding and then goes to even, down). Instead keep the top 24 significant
+    bits and OR every dropped bit into the lowest kept one ("round to odd"): that value is exact
+    in f32 and rounds to bf16 (8 bits, <= 24 - 2) as the exact integer would.
+    """
+    x = as_i32(x)
+    mag = bitcast_u32(jnp.where(x < 0, -x, x))  # |x| as uint32: exact for -2^31 too
+    drop = jnp.maximum(0, 8 - lax.clz(mag).astype(jnp.int32)).astype(jnp.uint32)  # bits > 24
+    low_mask = (jnp.uint32(1) << drop) - jnp.uint32(1)
+    sticky = ((mag & low_mask) != 0).astype(jnp.uint32) << drop
+    odd = (mag & ~low_mask) | sticky
+    value = odd.astype(jnp.float32)
+    return jnp.where(x < 0, -value, value).astype(jnp.bfloat16)
+
+
+def _float_to_int(x: Any, out_t: str) -> Any:
+    """truncate<out_t>(apply_clip_s<i32_t>(round_to_nearest_int(in), min(out_t), max(out_t)))."""
+    lo, hi = INT_RANGES[out_t]
+    r = jnp.round(jnp.asarray(x).astype(jnp.float32))  # half to even; exact for fp16/bf16 too
+    if out_t != "INT32":
+        # The int8/int16 bounds are exact in f32: clip there, then convert.
+        return jnp.clip(r, float(lo), float(hi)).astype(DEVICE_DTYPES[out_t])
+    # 2^31 - 1 is no f32: clip to the largest f32 below 2^31, and saturate r >= 2^31 by test.
+    value = jnp.clip(r, float(lo), float((1 << 31) - 128)).astype(jnp.int32)
+    return jnp.where(r >= float(1 << 31), jnp.int32(hi), value)
+
+
+@lowering("CAST")
+def cast(node: Node, input: Any) -> Any:
+    """Convert each element from in_t to out_t as the spec's CAST pseudocode does."""
+    in_t, out_t = node.inputs[0].dtype, node.out.dtype
+    if out_t == "BOOL":
+        # out = (in != 0) ? true : false
+        if isinstance(input, Wide):
+            return (input.hi != 0) | (input.lo != 0)
+        return jnp.asarray(input) != 0
+    if out_t in _FLOATS:
+        out_dtype = DEVICE_DTYPES[out_t]
+        if in_t == "BOOL":
+            return jnp.where(jnp.asarray(input), 1.0, 0.0).astype(out_dtype)
+        if in_t == "INT32" and out_t == "BF16":
+            return _int32_to_bf16(input)
+        if in_t in _FLOATS or in_t in ("INT4", "INT8", "INT16", "INT32"):
+            # int8/int16 are exact in f32; int32 -> fp16 rounds once (|x| >= 2^24 overflows
+            # fp16 either way); float -> float: XLA's convert rounds to nearest even and
+            # overflows to inf (NaN for fp8e4m3, which has no inf), as round_to_nearest_float.
+            return jnp.asarray(input).astype(out_dtype)
+        raise TosaUnsupportedError(f"CAST from {in_t} to {out_t} is not supported")
+    if out_t not in _INT_BITS:
+        raise TosaUnsupportedError(f"CAST to {out_t} is not supported")
+    # Conversion to integer cases.
+    if in_t == "BOOL":
+        # out = (in) ? 1 : 0
+        value = jnp.asarray(input).astype(jnp.int32)
+        return wide(value) if out_t == "INT48" else value.astype(DEVICE_DTYPES[out_t])
+    if in_t in _FLOATS:
+        if out_t == "INT48":
+            raise TosaUnsupportedError(f"CAST from {in_t} to INT48 is not supported")
+        return _float_to_int(input, out_t)
+    if in_t not in _INT_BITS:
+        raise TosaUnsupportedError(f"CAST from {in_t} is not supported")
+    if _INT_BITS[out_t] >= _INT_BITS[in_t]:
+        # out = sign_extend<out_t>(in)
+        if out_t == "INT48":
+            return input if isinstance(input, Wide) else wide(input)
+        return jnp.asarray(input).astype(DEVICE_DTYPES[out_t])
+    # out = truncate<out_t>(in): the low bits, two's complement.
+    low = wide_low32(input) if isinstance(input, Wide) else jnp.asarray(input)
+    return wrap_cast(low, out_t)

@@ -1,0 +1,161 @@
+"""Image operators (spec chapter "Image Operators"): RESIZE.
+
+Every sampling position depends only on the output coordinate and the static scale, offset and
+border, so the source rows/columns (iy0, iy1, ix0, ix1) and the fractions (dy, dx) are computed
+in Python before tracing; the traced work is gathers and the weighted sum. The integer modes
+are exact: int8 bilinear sums fit int32 (|v| * scale_y_n * scale_x_n <= 2^7 * 2^22), int16
+bilinear is summed into 64-bit ``Wide`` pairs (|v| * 2^22 reaches 2^37) for its INT48 output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from tosa_jax.lowering import Node, constant, lowering
+from tosa_jax.lowering.numerics import as_i32, no_fold, wide_add, wide_mul32
+
+from tosa_jax.errors import TosaValidationError
+
+# resize_t of the floating-point modes, on the host (numpy) for the static fractions dy, dx.
+_FLOAT_HOST = {"FP16": np.float16, "BF16": ml_dtypes.bfloat16, "FP32": np.float32}
+
+
+def _idiv_floor(a: int, b: int) -> int:
+    """idiv_floor: integer division rounding towards minus infinity (Python // does that)."""
+    return a // b
+
+
+def _axis_plan(out_size: int, in_size: int, scale_n: int, scale_d: int,
+               offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each output coordinate o: (i0, i1, d) of the spec (d = remainder, 0 <= d < scale_n)."""
+    i0, i1, d = [], [], []
+    for o in range(out_size):
+        v = o * scale_d + offset       # int32_t y = oy * scale_y_d + offset_y
+        i = _idiv_floor(v, scale_n)    # int16_t iy = idiv_floor(y, scale_y_n)
+        d.append(v - i * scale_n)      # int16_t ry = y - iy * scale_y_n
+        i0.append(max(i, 0))           # iy0 = apply_max_s(iy, 0)
+        i1.append(min(i + 1, in_size - 1))  # iy1 = apply_min_s(iy + 1, IH - 1)
+    return np.array(i0, np.int32), np.array(i1, np.int32), np.array(d, np.int64)
+
+
+def _check(node: Node, scale: list[int], offset: list[int], border: list[int]) -> None:
+    _n, ih, iw, _c = node.inputs[0].shape
+    _n, oh, ow, _c = node.out.shape
+    scale_y_n, scale_y_d, scale_x_n, scale_x_d = scale
+    offset_y, offset_x = offset
+    border_y, border_x = border
+
+    def fail(rule: str) -> None:
+        raise TosaValidationError(f"RESIZE: ERROR_IF({rule})"
+                                  + (f" at {node.location}" if node.location else ""))
+
+    if max(oh, ow, ih, iw) >= 16384:
+        fail("max(OH,OW,IH,IW) >= 16384")
+    if scale_y_n <= 0 or scale_y_d <= 0 or scale_x_n <= 0 or scale_x_d <= 0:
+        fail("scale_y_n <= 0 || scale_y_d <= 0 || scale_x_n <= 0 || scale_x_d <= 0")
+    if scale_y_n > (1 << 11) or scale_x_n > (1 << 11):
+        fail("scale_y_n > (1 << 11) || scale_x_n > (1 << 11)")
+    if scale_y_d >= 16 * scale_y_n or scale_x_d >= 16 * scale_x_n:
+        fail("scale_y_d >= 16 * scale_y_n || scale_x_d >= 16 * scale_x_n")
+    if offset_y < -scale_y_n or offset_y >= 16 * scale_y_n:
+        fail("offset_y < -scale_y_n || offset_y >= 16 * scale_y_n")
+    if offset_x < -scale_x_n or offset_x >= 16 * scale_x_n:
+        fail("offset_x < -scale_x_n || offset_x >= 16 * scale_x_n")
+    if border_y < -16 * scale_y_n or border_y >= scale_y_n:
+        fail("border_y < -16 * scale_y_n || border_y >= scale_y_n")
+    if border_x < -16 * scale_x_n or border_x >= scale_x_n:
+        fail("border_x < -16 * scale_x_n || border_x >= scale_x_n")
+    plans = (("y", oh, ih, scale_y_n, scale_y_d, offset_y, border_y),
+             ("x", ow, iw, scale_x_n, scale_x_d, offset_x, border_x))
+    for axis, out, size, n, d, off, bord in plans:
+        o, i = ("OH", "IH") if axis == "y" else ("OW", "IW")
+        num = (size - 1) * n - off + bord
+        # idiv_check: the numerator must be a multiple of scale_d; then the exact quotient.
+        if num % d != 0:
+            fail(f"({i} - 1) * scale_{axis}_n - offset_{axis} + border_{axis} "
+                 f"% scale_{axis}_d != 0")
+        if out != num // d + 1:
+            fail(f"{o} != idiv_check(({i} - 1) * scale_{axis}_n - offset_{axis} + border_{axis}, "
+                 f"scale_{axis}_d) + 1")
+
+
+def _take(x: Any, index: np.ndarray, axis: int) -> Any:
+    # Static indices, in range by construction (iy0 >= 0, iy1 <= IH - 1).
+    return jnp.take(x, jnp.asarray(index), axis=axis, mode="clip")
+
+
+def _bcast(w: np.ndarray, axis: int) -> np.ndarray:
+    """A per-row (axis 1) or per-column (axis 2) weight, shaped to broadcast over NHWC."""
+    return w.reshape((1, -1, 1, 1) if axis == 1 else (1, 1, -1, 1))
+
+
+@lowering("RESIZE")
+def resize(node: Node, input: Any, scale: Any, offset: Any, border: Any, *, mode: str) -> Any:
+    """Nearest or bilinear resize with rational scale (scale_n / scale_d), offset and border."""
+    scale = [int(v) for v in constant(node, 1, scale).reshape(-1)]
+    offset = [int(v) for v in constant(node, 2, offset).reshape(-1)]
+    border = [int(v) for v in constant(node, 3, border).reshape(-1)]
+    _check(node, scale, offset, border)
+    in_t, out_t = node.inputs[0].dtype, node.out.dtype
+    _n, ih, iw, _c = node.inputs[0].shape
+    _n, oh, ow, _c = node.out.shape
+    scale_y_n, scale_y_d, scale_x_n, scale_x_d = scale
+    iy0, iy1, dy = _axis_plan(oh, ih, scale_y_n, scale_y_d, offset[0])
+    ix0, ix1, dx = _axis_plan(ow, iw, scale_x_n, scale_x_d, offset[1])
+    is_float = in_t in _FLOAT_HOST
+    # no_fold: a CONST input must not be constant-folded through the gathers (XLA bug, numerics).
+    x = no_fold(input)
+
+    if mode == "NEAREST":
+        if is_float:
+            # dy = ry / scale_y_n in resize_t; take iy1 when dy >= 0.5.
+            ft = _FLOAT_HOST[in_t]
+            fy = dy.astype(ft) / ft(scale_y_n)
+            fx = dx.astype(ft) / ft(scale_x_n)
+            iy = np.where(fy >= ft(0.5), iy1, iy0)
+            ix = np.where(fx >= ft(0.5), ix1, ix0)
+        else:
+            iy = np.where(2 * dy >= scale_y_n, iy1, iy0)
+            ix = np.where(2 * dx >= scale_x_n, ix1, ix0)
+        return _take(_take(x, iy, 1), ix, 2).astype(x.dtype)
+    if mode != "BILINEAR":
+        raise TosaValidationError(f"RESIZE: unknown mode {mode!r}")
+
+    if is_float:
+        # acc = v00*(1-dy)*(1-dx) + v01*(1-dy)*dx + v10*dy*(1-dx) + v11*dy*dx, in resize_t.
+        ft = _FLOAT_HOST[in_t]
+        fy = dy.astype(ft) / ft(scale_y_n)
+        fx = dx.astype(ft) / ft(scale_x_n)
+        wy0, wy1 = _bcast(ft(1.0) - fy, 1), _bcast(fy, 1)
+        wx0, wx1 = _bcast(ft(1.0) - fx, 2), _bcast(fx, 2)
+        r0, r1 = _take(x, iy0, 1), _take(x, iy1, 1)
+        v00, v01 = _take(r0, ix0, 2), _take(r0, ix1, 2)
+        v10, v11 = _take(r1, ix0, 2), _take(r1, ix1, 2)
+        acc = v00 * wy0 * wx0
+        acc = acc + v01 * wy0 * wx1
+        acc = acc + v10 * wy1 * wx0
+        acc = acc + v11 * wy1 * wx1
+        return acc.astype(x.dtype)
+
+    # Integer bilinear: unit = scale_n, weights (unit_y - dy, dy) x (unit_x - dx, dx). Integer
+    # sums are exact in any order, so the rows are blended first, then the columns:
+    #   acc = sum_a sum_b v[a][b] * wy[a] * wx[b] = sum_b wx[b] * (sum_a wy[a] * v[a][b]).
+    wy0 = _bcast((scale_y_n - dy).astype(np.int32), 1)
+    wy1 = _bcast(dy.astype(np.int32), 1)
+    wx0 = _bcast((scale_x_n - dx).astype(np.int32), 2)
+    wx1 = _bcast(dx.astype(np.int32), 2)
+    v = as_i32(x)  # in_s_t, widened for the products
+    # |rows| <= 2^15 * scale_y_n <= 2^26: exact in int32 for int8 and int16.
+    rows = _take(v, iy0, 1) * wy0 + _take(v, iy1, 1) * wy1
+    c0, c1 = _take(rows, ix0, 2), _take(rows, ix1, 2)
+    if out_t == "INT48":
+        # int16 input: products reach 2^26 * 2^11 = 2^37, so they are summed in 64 bits.
+        return wide_add(wide_mul32(c0, wx0), wide_mul32(c1, wx1))
+    if out_t != "INT32":
+        raise TosaValidationError(f"RESIZE: BILINEAR from {in_t} to {out_t} is not supported")
+    # int8 input: |acc| <= 2^7 * 2^22 = 2^29 fits int32.
+    return c0 * wx0 + c1 * wx1
+

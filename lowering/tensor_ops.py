@@ -1,0 +1,579 @@
+"""Tensor operators (spec chapter "Tensor Operators"): ARGMAX, AVG_POOL2D, CONV2D, CONV3D,
+DEPTHWISE_CONV2D, MATMUL, MAX_POOL2D, TRANSPOSE_CONV2D.
+
+Integer sums are exact. The convolutions share one core (``_ConvGeometry`` / ``_int_conv``):
+
+* every convolution is a correlation over an explicitly padded input with a weight in the
+  canonical layout ``[spatial..., I, O]`` (TRANSPOSE_CONV2D: the input dilated by the stride and
+  the kernel flipped). Padding positions hold ``input_zp`` in the raw domain, so that they
+  contribute zero after the zero point is subtracted, as the pseudocode's out-of-bounds reads do;
+* int8 inputs (with int8 or int4 weights) accumulate in int32: one int8 x int8 convolution with
+  ``preferred_element_type=int32`` and the zero points folded out algebraically,
+  ``sum (x - zp)(w - wzp) = sum x w - wzp sum x - zp sum w + K zp wzp``. The int32 accumulator
+  may not overflow (apply_add_s REQUIREs it), so two's-complement wrap-around in the partial
+  sums still gives the exact result;
+* int16 inputs accumulate in INT48: the input splits into a signed high byte and an unsigned low
+  byte, ``x = 256 hi + lo``; each partial convolution is exact in int32 as long as its
+  contraction is short enough (checked from the static shapes, and split into slices of the
+  kernel and input channels when not), and the parts are combined as ``numerics.Wide``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from tosa_jax.lowering import Node, constant, lowering
+from tosa_jax.lowering.numerics import (
+    DEVICE_DTYPES,
+    INT_RANGES,
+    Wide,
+    apply_scale_32,
+    as_i32,
+    reciprocal_scale,
+    saturate_cast,
+    wide,
+    wide_add,
+    wide_from_numpy,
+    wide_shl,
+    wide_sum32,
+)
+
+from tosa_jax.errors import TosaValidationError
+
+_I32_MAX = (1 << 31) - 1
+_FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
+
+
+def _wrap32(v: int) -> int:
+    """A Python integer reduced to the int32 range modulo 2**32 (the value int32 math holds)."""
+    return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+def _fail(node: Node, rule: str, detail: str = "") -> TosaValidationError:
+    return TosaValidationError(f"{node.op}: ERROR_IF({rule})" + (f": {detail}" if detail else ""))
+
+
+def _scalar(node: Node, index: int, value: Any) -> int | float:
+    """A zero point: a compile-time constant [1] tensor, as a Python number."""
+    v = constant(node, index, value).reshape(-1)[0]
+    return float(v) if node.inputs[index].dtype in _FLOAT_TYPES else int(v)
+
+
+def _check_zero_points(node: Node, zps: list[tuple[str, int, Any]]) -> list[int | float]:
+    """ERROR_IF(!is_same<T, i8_t>() && zp != 0) for each (name, input index, value)."""
+    out = []
+    for name, index, value in zps:
+        zp = _scalar(node, index, value)
+        t = node.inputs[index].dtype
+        if t != "INT8" and zp != 0:
+            raise _fail(node, f"!is_same<{t.lower()}, i8_t>() && {name} != 0",
+                        f"{name} is {zp}; zero points are only allowed for int8")
+        out.append(zp)
+    return out
+
+
+def _out_size(node: Node, dim: str, numerator: int, stride: int, declared: int) -> None:
+    """ERROR_IF(O != idiv_check(numerator, stride) + 1); idiv_check itself needs divisibility."""
+    if numerator % stride != 0:
+        raise _fail(node, f"{dim}: input1 % input2 != 0 in idiv_check",
+                    f"{numerator} is not a multiple of the stride {stride}")
+    if declared != numerator // stride + 1:
+        raise _fail(node, f"{dim} != idiv_check(..., stride) + 1",
+                    f"output size {declared}, the formula gives {numerator // stride + 1}")
+
+
+def _check_positive(node: Node, name: str, values: tuple[int, ...], minimum: int) -> None:
+    if any(v < minimum for v in values):
+        raise _fail(node, f"{name} < {minimum}", f"{name} = {list(values)}")
+
+
+def _check_dims(node: Node, what: str, got: int, expected: int) -> None:
+    if got != expected:
+        raise TosaValidationError(f"{node.op}: {what} is {got}, expected {expected}")
+
+
+# ----------------------------------------------------------------------------- convolution core
+
+
+@dataclass(frozen=True)
+class _ConvGeometry:
+    """A correlation over an explicitly padded input: static description for lax."""
+
+    pads: tuple[tuple[int, int], ...]  # per spatial dim (low, high), applied after dilation
+    lhs_dilation: tuple[int, ...]  # input dilation (TRANSPOSE_CONV2D's stride), else 1
+    strides: tuple[int, ...]
+    dilation: tuple[int, ...]  # kernel dilation
+    groups: int  # feature_group_count (DEPTHWISE_CONV2D: C)
+    out_spatial: tuple[int, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.strides)
+
+    def specs(self) -> tuple[str, str, str]:
+        sp = "DHW"[3 - self.rank:]
+        return f"N{sp}C", f"{sp}IO", f"N{sp}C"
+
+
+def _pad_input(x: Any, value: int | float, g: _ConvGeometry) -> Any:
+    """Zero-point padding of the raw input (and, for TRANSPOSE_CONV2D, the stride's holes)."""
+    config = [(0, 0, 0)] + [(lo, hi, e - 1) for (lo, hi), e in zip(g.pads, g.lhs_dilation)]
+    config.append((0, 0, 0))
+    if all(c == (0, 0, 0) for c in config):
+        return x
+    return lax.pad(x, jnp.asarray(value, x.dtype), config)
+
+
+def _conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
+    """VALID correlation of the padded input with a canonical [spatial..., I, O] weight."""
+    precision = lax.Precision.HIGHEST if jnp.issubdtype(acc, jnp.floating) else None
+    return lax.conv_general_dilated(
+        x, w, window_strides=g.strides, padding=[(0, 0)] * g.rank, rhs_dilation=g.dilation,
+        dimension_numbers=g.specs(), feature_group_count=g.groups,
+        preferred_element_type=acc, precision=precision)
+
+
+def _weight_bound(w: Any, weight_t: str, wzp: int) -> int:
+    """max |w - wzp|: from the values of a constant weight, else from the type's range."""
+    if isinstance(w, np.ndarray):
+        return int(np.max(np.abs(w.astype(np.int64) - wzp), initial=0))
+    lo, hi = INT_RANGES[weight_t]
+    return max(abs(lo - wzp), abs(hi - wzp))
+
+
+def _boxes(w_shape: tuple[int, ...], g: _ConvGeometry, limit: int) -> list[tuple[slice, ...]]:
+    """Split the contraction (kernel positions x input channels) into boxes of at most ``limit``
+    terms, halving the longest splittable axis (input channels only when not grouped)."""
+    nsp = g.rank
+    todo = [tuple(slice(0, n) for n in w_shape[:nsp + 1])]
+    done = []
+    while todo:
+        box = todo.pop()
+        sizes = [s.stop - s.start for s in box]
+        if math.prod(sizes) <= limit:
+            done.append(box)
+            continue
+        axes = range(nsp + 1) if g.groups == 1 else range(nsp)
+        axis = max(axes, key=lambda a: sizes[a])
+        if sizes[axis] == 1:
+            raise AssertionError("contraction cannot be split further")  # limit >= 1 always
+        mid = box[axis].start + sizes[axis] // 2
+        for part in (slice(box[axis].start, mid), slice(mid, box[axis].stop)):
+            todo.append(box[:axis] + (part,) + box[axis + 1:])
+    return done
+
+
+def _box_conv(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, acc: Any) -> Any:
+    """The correlation restricted to the kernel positions and input channels of ``box``:
+    kernel offset a along a spatial dim reads the padded input from a * dilation on."""
+    nsp = g.rank
+    x_index = [slice(None)]
+    for i in range(nsp):
+        k = box[i].stop - box[i].start
+        start = box[i].start * g.dilation[i]
+        x_index.append(slice(start, start + (g.out_spatial[i] - 1) * g.strides[i]
+                             + (k - 1) * g.dilation[i] + 1))
+    x_index.append(box[nsp] if g.groups == 1 else slice(None))
+    return _conv(xp[tuple(x_index)], w[box], g, acc)
+
+
+def _int_conv(node: Node, x: Any, w: Any, g: _ConvGeometry, zp: int, wzp: int) -> Any:
+    """Exact sum over the window of (x - zp) * (w - wzp): int32 for int8 inputs, Wide for int16.
+
+    ``w`` is canonical [spatial..., I, O] (numpy when constant). Returns [N, O-spatial..., OC].
+    """
+    in_t, weight_t = node.inputs[0].dtype, node.inputs[1].dtype
+    nsp = g.rank
+    k_spatial = w.shape[:nsp]
+    icg = w.shape[nsp]
+    oc = w.shape[nsp + 1]
+    kc = math.prod(k_spatial) * icg  # terms per output value
+
+    if in_t == "INT8":
+        xp = _pad_input(x, zp, g)
+        acc = _conv(xp, jnp.asarray(w), g, jnp.int32)
+        if zp != 0:
+            # - zp * sum w: per output channel, over the kernel and the group's input channels.
+            if isinstance(w, np.ndarray):
+                sum_w = np.sum(w.astype(np.int64), axis=tuple(range(nsp + 1)))
+                sum_w = np.asarray([_wrap32(int(v)) for v in sum_w], np.int32)
+            else:
+                sum_w = jnp.sum(as_i32(w), axis=tuple(range(nsp + 1)), dtype=jnp.int32)
+            acc = acc - zp * sum_w
+        if wzp != 0:
+            # - wzp * sum x over the window and the group's input channels (a correlation with
+            # a kernel of ones, one output per group), + K zp wzp.
+            ones = np.ones((*k_spatial, icg, g.groups), np.int8)
+            box = _conv(xp, jnp.asarray(ones), g, jnp.int32)
+            if g.groups > 1:
+                box = jnp.repeat(box, oc // g.groups, axis=-1)
+            acc = acc - wzp * box + _wrap32(kc * zp * wzp)
+        return acc
+
+    # INT16 x INT8 -> INT48 (input_zp is 0 by ERROR_IF): x = 256 * hi + lo with hi the signed
+    # high byte and lo the unsigned low byte; both partial sums are exact in int32 when
+    # terms * 255 * max|w - wzp| < 2**31, else the contraction is split into boxes.
+    xp = _pad_input(x, 0, g)
+    hi = xp >> 8
+    lo = xp & 0xFF
+    parts = jnp.concatenate([hi, lo], axis=0)  # one convolution for both halves
+    w16 = (w.astype(np.int16) - np.int16(wzp)) if isinstance(w, np.ndarray) else (
+        w.astype(jnp.int16) - jnp.int16(wzp))
+    bound = 255 * max(_weight_bound(w, weight_t, wzp), 1)
+    n = x.shape[0]
+    total: Wide | None = None
+    for box in _boxes(tuple(w.shape), g, max(_I32_MAX // bound, 1)):
+        s = _box_conv(parts, jnp.asarray(w16), box, g, jnp.int32)
+        part = wide_add(wide_shl(wide(s[:n]), 8), wide(s[n:]))
+        total = part if total is None else wide_add(total, part)
+    assert total is not None
+    return total
+
+
+def _float_conv(x: Any, w: Any, g: _ConvGeometry, acc_t: str) -> Any:
+    acc = DEVICE_DTYPES[acc_t]
+    return _conv(_pad_input(x, 0.0, g).astype(acc), jnp.asarray(w).astype(acc), g, acc)
+
+
+def _add_bias(node: Node, acc: Any, bias: Any, channels: int) -> Any:
+    """out = static_cast<out_t>(acc) + bias[(BC == 1) ? 0 : oc] (ERROR_IF(BC != OC && BC != 1))."""
+    bc = node.inputs[2].shape[0]
+    if bc not in (1, channels):
+        raise _fail(node, "BC != OC && BC != 1", f"bias has {bc} elements, output channels "
+                    f"{channels}")
+    out_t = node.out.dtype
+    if out_t == "INT48":
+        b = bias if isinstance(bias, Wide) else wide_from_numpy(np.asarray(bias))
+        return wide_add(acc, Wide(jnp.asarray(b.hi), jnp.asarray(b.lo)))
+    dtype = DEVICE_DTYPES[out_t]
+    # int32: apply_add_s REQUIREs no overflow, so wrapping int32 addition is exact.
+    return acc.astype(dtype) + jnp.asarray(bias, dtype)
+
+
+def _convolve(node: Node, x: Any, w: Any, bias: Any, zp: Any, wzp: Any, g: _ConvGeometry,
+              acc_type: str) -> Any:
+    """The shared body of the convolutions, once the weight is canonical."""
+    in_t = node.inputs[0].dtype
+    if in_t in _FLOAT_TYPES:
+        acc = _float_conv(x, w, g, acc_type)
+    else:
+        acc = _int_conv(node, x, w, g, int(zp), int(wzp))
+    return _add_bias(node, acc, bias, node.out.shape[-1])
+
+
+def _check_acc(node: Node, acc_type: str) -> None:
+    """acc_type must be the accumulator of the type-support row the tensors select."""
+    in_t, w_t, out_t = node.inputs[0].dtype, node.inputs[1].dtype, node.out.dtype
+    expected = {("INT8", "INT8"): "INT32", ("INT8", "INT4"): "INT32",
+                ("INT16", "INT8"): "INT48"}.get((in_t, w_t))
+    if in_t not in _FLOAT_TYPES and expected is None:
+        raise TosaValidationError(f"{node.op}: no type support for in_t {in_t}, weight_t {w_t}")
+    if expected is not None and (acc_type != expected or out_t != expected):
+        raise TosaValidationError(
+            f"{node.op}: in_t {in_t} x weight_t {w_t} needs acc_t and out_t {expected}, "
+            f"got acc_type {acc_type}, out_t {out_t}")
+
+
+def _canonical_weight(w: Any, perm: tuple[int, ...]) -> Any:
+    return np.transpose(w, perm) if isinstance(w, np.ndarray) else jnp.transpose(w, perm)
+
+
+def _forward_geometry(node: Node, spatial_in: tuple[int, ...], kernel: tuple[int, ...],
+                      pad: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+                      names: tuple[str, ...], groups: int) -> _ConvGeometry:
+    """ERROR_IF checks shared by CONV2D, CONV3D and DEPTHWISE_CONV2D, and their geometry."""
+    nsp = len(spatial_in)
+    if len(pad) != 2 * nsp or len(stride) != nsp or len(dilation) != nsp:
+        raise TosaValidationError(f"{node.op}: pad/stride/dilation have the wrong length")
+    if any(p < 0 for p in pad):
+        raise _fail(node, "pad < 0", f"pad = {list(pad)}")
+    _check_positive(node, "stride", stride, 1)
+    _check_positive(node, "dilation", dilation, 1)
+    out = node.out.shape[1:1 + nsp]
+    for i in range(nsp):
+        num = spatial_in[i] - 1 + pad[2 * i] + pad[2 * i + 1] - (kernel[i] - 1) * dilation[i]
+        _out_size(node, f"O{names[i]}", num, stride[i], out[i])
+    return _ConvGeometry(tuple((pad[2 * i], pad[2 * i + 1]) for i in range(nsp)), (1,) * nsp,
+                         tuple(stride), tuple(dilation), groups, tuple(out))
+
+
+def _get_weight(node: Node, w: Any) -> Any:
+    """A constant weight stays numpy (so its values can bound the sums); else a JAX array."""
+    return w if isinstance(w, np.ndarray) else jnp.asarray(w)
+
+
+# ----------------------------------------------------------------------------- operators
+
+
+@lowering("ARGMAX")
+def argmax(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
+    """Index of the first maximum along ``axis`` (the pseudocode updates only on a change)."""
+    shape1 = node.inputs[0].shape
+    if axis < 0 or axis >= len(shape1):
+        raise _fail(node, "axis < 0 || axis >= rank(shape1)", f"axis {axis}, rank {len(shape1)}")
+    if tuple(node.out.shape) != tuple(shape1[:axis]) + tuple(shape1[axis + 1:]):
+        raise _fail(node, "flatten(left_shape, right_shape) != shape",
+                    f"output shape {list(node.out.shape)} for input {list(shape1)}")
+    x = jnp.asarray(input)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        nan = jnp.isnan(x)
+        if nan_mode == "IGNORE":
+            # NaNs never become the maximum; the index stays 0 when every value is NaN.
+            # Ties between -inf and a NaN replaced by -inf resolve to the first real -inf.
+            key = jnp.where(nan, -jnp.inf, x).astype(jnp.float32)
+            first_real = lax.argmax(~nan, axis, jnp.int32)
+            idx = lax.argmax(key, axis, jnp.int32)
+            top = jnp.max(key, axis=axis)
+            return jnp.where(top == -jnp.inf, jnp.where(jnp.any(~nan, axis=axis), first_real, 0),
+                             idx).astype(jnp.int32)
+        # PROPAGATE: the first NaN wins, else the first maximum.
+        has_nan = jnp.any(nan, axis=axis)
+        return jnp.where(has_nan, lax.argmax(nan, axis, jnp.int32),
+                         lax.argmax(jnp.where(nan, 0, x), axis, jnp.int32))
+    return lax.argmax(x, axis, jnp.int32)
+
+
+def _pool_geometry(node: Node, kernel: tuple[int, ...], stride: tuple[int, ...],
+                   pad: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """The ERROR_IF checks shared by AVG_POOL2D and MAX_POOL2D; returns (N, IH, IW, C)."""
+    n, ih, iw, c = node.inputs[0].shape
+    _check_positive(node, "kernel", kernel, 1)
+    _check_positive(node, "stride", stride, 1)
+    if any(p < 0 for p in pad):
+        raise _fail(node, "pad_top < 0 || pad_bottom < 0 || pad_left < 0 || pad_right < 0",
+                    f"pad = {list(pad)}")
+    pt, pb, pl, pr = pad
+    ky, kx = kernel
+    if pr >= kx or pl >= kx:
+        raise _fail(node, "pad_right >= kernel_x || pad_left >= kernel_x",
+                    f"pad {list(pad)}, kernel {list(kernel)}")
+    if pt >= ky or pb >= ky:
+        raise _fail(node, "pad_top >= kernel_y || pad_bottom >= kernel_y",
+                    f"pad {list(pad)}, kernel {list(kernel)}")
+    on, oh, ow, oc = node.out.shape
+    _out_size(node, "OH", ih + pt + pb - ky, stride[0], oh)
+    _out_size(node, "OW", iw + pl + pr - kx, stride[1], ow)
+    _check_dims(node, "output batch", on, n)
+    _check_dims(node, "output channels", oc, c)
+    return n, ih, iw, c
+
+
+def _valid_counts(size: int, out: int, stride: int, pad: int, kernel: int) -> np.ndarray:
+    """How many kernel positions of each output position fall inside the input (one axis)."""
+    start = np.arange(out) * stride - pad
+    return np.clip(np.minimum(start + kernel, size) - np.maximum(start, 0), 0, None)
+
+
+@lowering("AVG_POOL2D")
+def avg_pool2d(node: Node, input: Any, input_zp: Any, output_zp: Any, *, kernel: tuple[int, ...],
+               stride: tuple[int, ...], pad: tuple[int, ...], acc_type: str) -> Any:
+    in_out_t = node.out.dtype
+    zp, out_zp = _check_zero_points(node, [("input_zp", 1, input_zp),
+                                           ("output_zp", 2, output_zp)])
+    if len(kernel) != 2 or len(stride) != 2 or len(pad) != 4:
+        raise TosaValidationError(f"{node.op}: kernel/stride/pad have the wrong length")
+    _, ih, iw, _ = _pool_geometry(node, kernel, stride, pad)
+    _, oh, ow, _ = node.out.shape
+    pt, pb, pl, pr = pad
+    window = (1, kernel[0], kernel[1], 1)
+    strides = (1, stride[0], stride[1], 1)
+    padding = ((0, 0), (pt, pb), (pl, pr), (0, 0))
+    # count: only positions inside the input count, known before tracing.
+    count = np.outer(_valid_counts(ih, oh, stride[0], pt, kernel[0]),
+                     _valid_counts(iw, ow, stride[1], pl, kernel[1])).reshape(1, oh, ow, 1)
+
+    if in_out_t in _FLOAT_TYPES:
+        acc = DEVICE_DTYPES[acc_type]
+        x = jnp.asarray(input).astype(acc)
+        total = lax.reduce_window(x, jnp.zeros((), acc), lax.add, window, strides, padding)
+        return (total / count.astype(acc)).astype(DEVICE_DTYPES[in_out_t])
+
+    if acc_type != "INT32":
+        raise TosaValidationError(f"{node.op}: integer inputs need acc_type INT32, got {acc_type}")
+    # acc = sum of (value - input_zp) over the valid positions: padding adds nothing (init 0).
+    value = as_i32(input) - int(zp)
+    acc = lax.reduce_window(value, np.int32(0), lax.add, window, strides, padding)
+    multiplier, shift = reciprocal_scale(count)
+    acc = apply_scale_32(acc, multiplier, shift, False)
+    acc = acc + int(out_zp)  # |scaled average| <= 2**16, so this add cannot overflow
+    return saturate_cast(acc, in_out_t)
+
+
+@lowering("MAX_POOL2D")
+def max_pool2d(node: Node, input: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+               pad: tuple[int, ...], nan_mode: str = "PROPAGATE") -> Any:
+    if len(kernel) != 2 or len(stride) != 2 or len(pad) != 4:
+        raise TosaValidationError(f"{node.op}: kernel/stride/pad have the wrong length")
+    _pool_geometry(node, kernel, stride, pad)
+    pt, pb, pl, pr = pad
+    window = (1, kernel[0], kernel[1], 1)
+    strides = (1, stride[0], stride[1], 1)
+    padding = ((0, 0), (pt, pb), (pl, pr), (0, 0))
+    x = jnp.asarray(input)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        # Padding never wins: every window holds an input value (pad < kernel) and the
+        # initial value is minimum_s<in_out_t>.
+        init = np.asarray(INT_RANGES[node.out.dtype][0], x.dtype)
+        return lax.reduce_window(x, init, lax.max, window, strides, padding)
+    nan = jnp.isnan(x)
+    ninf = jnp.asarray(-jnp.inf, x.dtype)
+    best = lax.reduce_window(jnp.where(nan, ninf, x), ninf, lax.max, window, strides, padding)
+    if nan_mode == "IGNORE":
+        # NaN only where every value of the window is NaN.
+        any_real = lax.reduce_window(~nan, False, lax.bitwise_or, window, strides, padding)
+        return jnp.where(any_real, best, jnp.asarray(jnp.nan, x.dtype))
+    any_nan = lax.reduce_window(nan, False, lax.bitwise_or, window, strides, padding)
+    return jnp.where(any_nan, jnp.asarray(jnp.nan, x.dtype), best)
+
+
+@lowering("CONV2D")
+def conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any, weight_zp: Any, *,
+           pad: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+           acc_type: str, local_bound: bool = False) -> Any:
+    zp, wzp = _check_zero_points(node, [("input_zp", 3, input_zp), ("weight_zp", 4, weight_zp)])
+    _check_acc(node, acc_type)
+    n, ih, iw, ic = node.inputs[0].shape
+    oc, kh, kw, wic = node.inputs[1].shape
+    _check_dims(node, "weight IC", wic, ic)
+    _check_dims(node, "output batch", node.out.shape[0], n)
+    _check_dims(node, "output channels", node.out.shape[3], oc)
+    g = _forward_geometry(node, (ih, iw), (kh, kw), pad, stride, dilation, ("H", "W"), 1)
+    # [OC,KH,KW,IC] -> [KH,KW,IC,OC]
+    w = _canonical_weight(_get_weight(node, weight), (1, 2, 3, 0))
+    return _convolve(node, input, w, bias, zp, wzp, g, acc_type)
+
+
+@lowering("CONV3D")
+def conv3d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any, weight_zp: Any, *,
+           pad: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+           acc_type: str, local_bound: bool = False) -> Any:
+    zp, wzp = _check_zero_points(node, [("input_zp", 3, input_zp), ("weight_zp", 4, weight_zp)])
+    _check_acc(node, acc_type)
+    n, id_, ih, iw, ic = node.inputs[0].shape
+    oc, kd, kh, kw, wic = node.inputs[1].shape
+    _check_dims(node, "weight IC", wic, ic)
+    _check_dims(node, "output batch", node.out.shape[0], n)
+    _check_dims(node, "output channels", node.out.shape[4], oc)
+    # pad is [d0, d1, top, bottom, left, right]: pairs per spatial dim, as the geometry wants.
+    g = _forward_geometry(node, (id_, ih, iw), (kd, kh, kw), pad, stride, dilation,
+                          ("D", "H", "W"), 1)
+    # [OC,KD,KH,KW,IC] -> [KD,KH,KW,IC,OC]
+    w = _canonical_weight(_get_weight(node, weight), (1, 2, 3, 4, 0))
+    return _convolve(node, input, w, bias, zp, wzp, g, acc_type)
+
+
+@lowering("DEPTHWISE_CONV2D")
+def depthwise_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any,
+                     weight_zp: Any, *, pad: tuple[int, ...], stride: tuple[int, ...],
+                     dilation: tuple[int, ...], acc_type: str, local_bound: bool = False) -> Any:
+    zp, wzp = _check_zero_points(node, [("input_zp", 3, input_zp), ("weight_zp", 4, weight_zp)])
+    _check_acc(node, acc_type)
+    n, ih, iw, c = node.inputs[0].shape
+    kh, kw, wc, m = node.inputs[1].shape
+    _check_dims(node, "weight C", wc, c)
+    _check_dims(node, "output batch", node.out.shape[0], n)
+    _check_dims(node, "output channels (C*M)", node.out.shape[3], c * m)
+    g = _forward_geometry(node, (ih, iw), (kh, kw), pad, stride, dilation, ("H", "W"), c)
+    # [KH,KW,C,M] -> [KH,KW,1,C*M]: with C groups, output channel c*M+m reads input channel c
+    # only, which is the pseudocode's output index.
+    w = _get_weight(node, weight).reshape(kh, kw, 1, c * m)
+    return _convolve(node, input, w, bias, zp, wzp, g, acc_type)
+
+
+@lowering("TRANSPOSE_CONV2D")
+def transpose_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any,
+                     weight_zp: Any, *, out_pad: tuple[int, ...], stride: tuple[int, ...],
+                     acc_type: str, local_bound: bool = False) -> Any:
+    """out[oy] = sum over ky of in[(oy - out_pad_top - ky) / stride_y] (where it divides and is in
+    range) * w[ky]: a correlation of the input dilated by the stride (holes read as zero after the
+    zero point) with the flipped kernel, padded by KH - 1 + out_pad on each side."""
+    zp, wzp = _check_zero_points(node, [("input_zp", 3, input_zp), ("weight_zp", 4, weight_zp)])
+    _check_acc(node, acc_type)
+    n, ih, iw, ic = node.inputs[0].shape
+    oc, kh, kw, wic = node.inputs[1].shape
+    _check_dims(node, "weight IC", wic, ic)
+    _check_dims(node, "output batch", node.out.shape[0], n)
+    _check_dims(node, "output channels", node.out.shape[3], oc)
+    if len(out_pad) != 4 or len(stride) != 2:
+        raise TosaValidationError(f"{node.op}: out_pad/stride have the wrong length")
+    opt, opb, opl, opr = out_pad
+    if opt <= -kh or opb <= -kh:
+        raise _fail(node, "out_pad_top <= -KH || out_pad_bottom <= -KH", f"out_pad {out_pad}")
+    if opl <= -kw or opr <= -kw:
+        raise _fail(node, "out_pad_left <= -KW || out_pad_right <= -KW", f"out_pad {out_pad}")
+    _check_positive(node, "stride", stride, 1)
+    oh, ow = node.out.shape[1:3]
+    if oh != (ih - 1) * stride[0] + opt + opb + kh:
+        raise _fail(node, "OH != (IH - 1) * stride_y + out_pad_top + out_pad_bottom + KH",
+                    f"OH = {oh}")
+    if ow != (iw - 1) * stride[1] + opl + opr + kw:
+        raise _fail(node, "OW != (IW - 1) * stride_x + out_pad_left + out_pad_right + KW",
+                    f"OW = {ow}")
+    g = _ConvGeometry(((kh - 1 + opt, kh - 1 + opb), (kw - 1 + opl, kw - 1 + opr)),
+                      tuple(stride), (1, 1), (1, 1), 1, (oh, ow))
+    # [OC,KH,KW,IC] -> flipped [KH,KW,IC,OC]
+    w = _canonical_weight(_get_weight(node, weight), (1, 2, 3, 0))[::-1, ::-1]
+    if isinstance(w, np.ndarray):
+        w = np.ascontiguousarray(w)
+    return _convolve(node, input, w, bias, zp, wzp, g, acc_type)
+
+
+@lowering("MATMUL")
+def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N803
+    # The spec's v1.0.2 pseudocode inverts the zero-point test by a typo (fixed later in the
+    # specification): zero points are allowed for i8_t only.
+    a_zp, b_zp = _check_zero_points(node, [("A_zp", 2, A_zp), ("B_zp", 3, B_zp)])
+    n, h, c = node.inputs[0].shape
+    nb, cb, w = node.inputs[1].shape
+    _check_dims(node, "B batch", nb, n)
+    _check_dims(node, "B rows (C)", cb, c)
+    if tuple(node.out.shape) != (n, h, w):
+        raise TosaValidationError(f"{node.op}: output shape {list(node.out.shape)}, expected "
+                                  f"{[n, h, w]}")
+    in_t, out_t = node.inputs[0].dtype, node.out.dtype
+    dims = (((2,), (1,)), ((0,), (0,)))
+    if in_t in _FLOAT_TYPES:
+        acc = DEVICE_DTYPES[out_t]
+        return lax.dot_general(jnp.asarray(A).astype(acc), jnp.asarray(B).astype(acc), dims,
+                               precision=lax.Precision.HIGHEST, preferred_element_type=acc)
+    if in_t == "INT8":
+        if out_t != "INT32":
+            raise TosaValidationError(f"{node.op}: int8 inputs need an INT32 output, got {out_t}")
+        # sum (a - za)(b - zb) = sum ab - zb sum a - za sum b + C za zb, all modulo 2**32
+        # (exact: the int32 result may not overflow, REQUIRE).
+        acc = lax.dot_general(jnp.asarray(A), jnp.asarray(B), dims,
+                              preferred_element_type=jnp.int32)
+        if b_zp != 0:
+            acc = acc - int(b_zp) * jnp.sum(as_i32(A), axis=2, keepdims=True, dtype=jnp.int32)
+        if a_zp != 0:
+            acc = acc - int(a_zp) * jnp.sum(as_i32(B), axis=1, keepdims=True, dtype=jnp.int32)
+        return acc + _wrap32(c * int(a_zp) * int(b_zp))
+    if in_t != "INT16" or out_t != "INT48":
+        raise TosaValidationError(f"{node.op}: no type support for {in_t} -> {out_t}")
+    # INT16 x INT16 -> INT48 (zero points 0): A = 256 * hi + lo (signed high byte, unsigned low
+    # byte). |lo * b| <= 255 * 2**15, so groups of 257 products sum exactly in int32; longer
+    # rows are cut into groups that are summed as Wide.
+    a = jnp.asarray(A)
+    parts = jnp.concatenate([a >> 8, a & 0xFF], axis=1)  # [N, 2H, C]
+    b = jnp.asarray(B)
+    limit = _I32_MAX // (255 * (1 << 15))
+    groups = max(1, -(-c // limit))
+    kc = -(-c // groups)
+    if groups == 1:
+        s = lax.dot_general(parts, b, dims, preferred_element_type=jnp.int32)
+        total = wide(s)
+    else:
+        padc = groups * kc - c
+        parts = jnp.pad(parts, ((0, 0), (0, 0), (0, padc))).reshape(n, 2 * h, groups, kc)
+        b = jnp.pad(b, ((0, 0), (0, padc), (0, 0))).reshape(n, groups, kc, w)
+        s = lax.dot_general(parts, b, (((3,), (2,)), ((0, 2), (0, 1))),
+                            preferred_element_type=jnp.int32)  # [N, G, 2H, W]
+        total = wide_sum32(s, axis=1)
+    hi_part = total.map(lambda t: t[:, :h])
+    lo_part = total.map(lambda t: t[:, h:])
+    return wide_add(wide_shl(hi_part, 8), lo_part)
