@@ -26,6 +26,7 @@ The work is split by operator over ``-j`` generator processes.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import math
@@ -438,20 +439,24 @@ def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2) -> Path:
     if (final / "COMPLETE").is_file():
         return final
     cache_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=key[:40] + ".", dir=cache_root))
-    try:
-        start = time.monotonic()
-        names = generate_slice(staging, selection, jobs)
-        if not names:
-            raise ConformanceError("slice generation produced no tests")
-        (staging / "COMPLETE").write_text(
-            json.dumps({"tests": len(names), "seconds": round(time.monotonic() - start, 1)}))
-        if final.exists():
-            shutil.rmtree(final)
-        staging.rename(final)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    with (cache_root / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one generation at a time; others wait and reuse it
+        if (final / "COMPLETE").is_file():
+            return final
+        staging = Path(tempfile.mkdtemp(prefix=".staging.", dir=cache_root))
+        try:
+            start = time.monotonic()
+            names = generate_slice(staging, selection, jobs)
+            if not names:
+                raise ConformanceError("slice generation produced no tests")
+            (staging / "COMPLETE").write_text(json.dumps(
+                {"tests": len(names), "seconds": round(time.monotonic() - start, 1)}) + "\n")
+            if final.exists():
+                shutil.rmtree(final)
+            staging.rename(final)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
     return final
 
 

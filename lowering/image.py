@@ -42,15 +42,21 @@ def _axis_plan(out_size: int, in_size: int, scale_n: int, scale_d: int,
 
 
 def _check(node: Node, scale: list[int], offset: list[int], border: list[int]) -> None:
-    _n, ih, iw, _c = node.inputs[0].shape
-    _n, oh, ow, _c = node.out.shape
+    where = f" at {node.location}" if node.location else ""
+    if len(node.inputs[0].shape) != 4 or len(node.out.shape) != 4:
+        raise TosaValidationError(f"RESIZE: input and output must be rank 4 [N,H,W,C]{where}")
+    if len(scale) != 4 or len(offset) != 2 or len(border) != 2:
+        raise TosaValidationError(f"RESIZE: scale must have 4 values, offset and border 2{where}")
+    n, ih, iw, c = node.inputs[0].shape
+    out_n, oh, ow, out_c = node.out.shape
+    if (out_n, out_c) != (n, c):
+        raise TosaValidationError(f"RESIZE: output N and C must equal the input's{where}")
     scale_y_n, scale_y_d, scale_x_n, scale_x_d = scale
     offset_y, offset_x = offset
     border_y, border_x = border
 
     def fail(rule: str) -> None:
-        raise TosaValidationError(f"RESIZE: ERROR_IF({rule})"
-                                  + (f" at {node.location}" if node.location else ""))
+        raise TosaValidationError(f"RESIZE: ERROR_IF({rule}){where}")
 
     if max(oh, ow, ih, iw) >= 16384:
         fail("max(OH,OW,IH,IW) >= 16384")
