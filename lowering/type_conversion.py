@@ -39,8 +39,8 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         raise TosaValidationError("RESCALE: ERROR_IF(scale32 && in_t == i48_t)")
     if not scale32 and rounding_mode == "DOUBLE_ROUND":
         raise TosaValidationError("RESCALE: ERROR_IF(!scale32 && rounding_mode == DOUBLE_ROUND)")
-    if not per_channel:
-        multiplier, shift = multiplier[:1], shift[:1]
+    if not per_channel:  # one scale for the tensor: a scalar, so rank-0 inputs stay rank 0
+        multiplier, shift = multiplier[0], shift[0]
 
     # Extend the input and its zero point to 48 bits (unsigned: zero-extend) and subtract.
     if input_unsigned:
