@@ -54,7 +54,7 @@ DEFAULT_VERSION = "1.0.2"
 DEFAULT_PROFILES = ("tosa-pro-int",)
 DEFAULT_EXTENSIONS = ("tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround")
 DEFAULT_SEED = 42  # the generator's default: the official suite
-SLICE_VERSION = 1  # bump when select_slice changes, so cached slices are rebuilt
+SLICE_VERSION = 2  # bump when select_slice changes, so cached slices are rebuilt
 
 SUT_ALIASES = {"tosa_jax": SUT_MODULE, "ref": REF_SUT_MODULE}
 
@@ -197,11 +197,13 @@ sys.exit(main())
 
 def _run_generators(selection: Selection, args: list[str], jobs: int, workdir: Path,
                     extra_env: dict[str, str] | None = None, verbose: bool = False,
-                    processes: int = 1, shim: bool = False, list_files: bool = False) -> None:
+                    processes: int = 1, shim: bool = False, list_files: bool = False,
+                    sequential: bool = False) -> None:
     """Run tosa_verif_conformance_generator, split over processes by operator when > 1.
 
-    Each process then runs with -j 1 (jobs is the total parallelism); separate processes
-    never share an operator, so per-operator state (the slice's) stays deterministic.
+    jobs is the total parallelism, shared by the processes. Separate processes never share an
+    operator; sequential (for the slice's per-operator state) runs each with -j 1, so that an
+    operator's batches come one after the other, always in the same order.
     list_files: only list the tests, process i into workdir/tests<i>.txt.
     """
     workdir.mkdir(parents=True, exist_ok=True)
@@ -222,6 +224,8 @@ def _run_generators(selection: Selection, args: list[str], jobs: int, workdir: P
     else:
         groups = [list(selection.operators)]
         per_process_jobs = jobs
+    if sequential:
+        per_process_jobs = 1
     procs = []
     for i, group in enumerate(groups):
         cmd = [tool("tosa_verif_conformance_generator"), *selection.generator_args(group),
@@ -257,7 +261,8 @@ def list_tests(selection: Selection, jobs: int = 2, verbose: bool = False,
             (tmpdir / "slice").mkdir()
             extra_env["TOSA_JAX_CTS_SLICE"] = str(tmpdir / "slice")
         _run_generators(selection, [], jobs, tmpdir, extra_env, verbose,
-                        processes=max(1, jobs), shim=slice_only, list_files=True)
+                        processes=max(1, jobs), shim=slice_only, list_files=True,
+                        sequential=slice_only)
         names: set[str] = set()
         for f in tmpdir.glob("tests*.txt"):
             names.update(f.read_text().split())
@@ -285,21 +290,23 @@ def generate(out: Path, selection: Selection, jobs: int = 2, keep: Iterable[str]
             (tmpdir / "slice").mkdir()
             extra_env["TOSA_JAX_CTS_SLICE"] = str(tmpdir / "slice")
         _run_generators(selection, args, jobs, tmpdir, extra_env, verbose,
-                        processes=max(1, jobs), shim=keep is not None or slice_only)
+                        processes=max(1, jobs), shim=keep is not None or slice_only,
+                        sequential=slice_only)
     return out
 
 
 # --------------------------------------------------------------------------------------------
 # the CI slice
 
-_DT = r"(?:b|bool|i4|i8|i16|i32|i48|i64|u8|u16|f16|f32|bf16|fp8e4m3|fp8e5m2|fp8e4m3fn|shape)"
+_DT = r"(?:b|bool|i4|i8|i16|i32|i48|i64|u8|u16|f16|f32|bf16|f8e4m3|f8e5m2|shape)"
 # element-type tokens of a test name: input type(s), accumulator, output and index types
 _TYPE_TOKEN = re.compile(rf"^(?:out|acc|idx)?{_DT}(?:x{_DT})?$")
-# tokens that select an element type too: unsigned input/output (RESCALE), resize mode
-_TYPE_FLAG = re.compile(r"^(?:iu[01]|ou[01]|mode[A-Z])$")
-# variants each operator should exercise at least once: rounding mode, scale32, per-channel,
-# special (border-case / full-range) data
-_VARIANT = re.compile(r"^(?:rm[A-Z]|sc[01]|pc[01]|is|full)$")
+# tokens that select an element type too: RESCALE's unsigned input/output and scale32 (an
+# INT32 or INT16 multiplier input), RESIZE's mode
+_TYPE_FLAG = re.compile(r"^(?:iu[01]|ou[01]|sc[01]|mode[A-Z])$")
+# variants each operator should exercise at least once: rounding mode, per-channel, special
+# data (integer border cases, full range, floating-point specials)
+_VARIANT = re.compile(r"^(?:rm[A-Z]|pc[01]|is|fs|full)$")
 _SHAPE = re.compile(r"^\d+(?:x\d+)*$")
 _CONV_OPS = ("conv2d", "conv3d", "depthwise_conv2d", "transpose_conv2d")
 
@@ -381,9 +388,9 @@ def select_slice(names: Iterable[str], operators: Sequence[str] | None = None) -
     """The CI slice of a complete list of test names: every operator, every type signature.
 
     For each operator: one test per type signature (the element-type tokens of the name:
-    input/weight, accumulator, output and index types, unsigned input/output, resize mode),
-    then, for each variant the operator has (rounding mode, scale32, per-channel, special data,
-    rank 0) that the picks do not cover yet, one test that has it.
+    input/weight, accumulator, output and index types, RESCALE's unsigned input/output and
+    scale32, RESIZE's mode), then, for each variant the operator has (rounding mode,
+    per-channel, special data, rank 0) that the picks do not cover yet, one test that has it.
     """
     ops = list(operators) if operators is not None else _operator_names()
     by_op: dict[str, list[TestName]] = defaultdict(list)
@@ -531,7 +538,7 @@ class RunReport:
             suts[sut] = {
                 "totals": dict(self.totals(sut)),
                 "operators": {op: dict(c) for op, c in self.table(sut).items()},
-                "cpu_seconds": round(sum(r.seconds for r in results), 3),
+                "test_seconds_sum": round(sum(r.seconds for r in results), 3),
                 "tests": [asdict(r) for r in results],
             }
         return {"sut": self.sut, "tests_root": self.tests_root, "tosa_tools": self.tosa_tools,
@@ -592,8 +599,11 @@ def run_tests(test_dirs: Sequence[Path], sut: str = SUT_MODULE, jobs: int = 2,
         if extensions:
             cmd += ["--extension", *extensions]
         env = _tool_env()
+        # only the SUT's own directory: the repository root holds a tests/ directory, and
+        # tosa-tools has a top-level package of that name. tosa_jax itself comes from the
+        # environment (pip install -e .)
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(SUT_DIR), str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+            [str(SUT_DIR)] + [p for p in [env.get("PYTHONPATH")] if p])
         env["TOSA_JAX_SUT_X64"] = "1" if x64 else "0"
         start = time.monotonic()
         # cwd is the scratch directory, never the repository: the runner must not import our
@@ -607,11 +617,74 @@ def run_tests(test_dirs: Sequence[Path], sut: str = SUT_MODULE, jobs: int = 2,
             raise ConformanceError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
         operators = {str(t): test_operator(t) for t in test_dirs}
         results = parse_xunit(xunit, operators)
+        for r in results.get(sut, []):
+            if r.status == "failed" and r.result == "UNEXPECTED_FAILURE":
+                try:
+                    detail = explain_failure(Path(r.path), sut)
+                except Exception as exc:  # an explanation must never lose the results
+                    detail = f"(could not compare outputs: {type(exc).__name__}: {exc})"
+                if detail:
+                    r.message = f"{r.message}\n{detail}".strip()
     finally:
         if own_tmp:
             shutil.rmtree(work, ignore_errors=True)
     return RunReport(sut, str(os.path.commonpath(test_dirs)) if test_dirs else "",
                      tosa_tools_version(), wall, jobs, results)
+
+
+def explain_failure(test_dir: Path, sut: str, limit: int = 5) -> str:
+    """What differs between a SUT's outputs and the reference's, for a failure message.
+
+    tosa_verify only answers compliant / non-compliant; this reads both result files the runner
+    left in the test directory and names dtype or shape mismatches, or the first differences.
+    """
+    import numpy as np
+
+    try:
+        desc = json.loads((test_dir / "desc.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"(no desc.json: {exc})"
+    lines = []
+    for name, ofm in zip(desc.get("ofm_name", []), desc.get("ofm_file", []), strict=False):
+        stem = Path(ofm).stem
+        ours_file = test_dir / f"{stem}.{sut}.npy"
+        ref_file = test_dir / f"{stem}.{COMPLIANCE_SUT_MODULE}.npy"
+        if not ours_file.is_file():
+            lines.append(f"{name}: no output file from {sut}")
+            continue
+        if not ref_file.is_file():
+            lines.append(f"{name}: no reference output")
+            continue
+        ours, ref = np.load(ours_file), np.load(ref_file)
+        mode = desc.get("meta", {}).get("compliance", {}).get("tensors", {}).get(name, {})
+        head = f"{name} ({mode.get('data_type', '?')}, {mode.get('mode', '?')})"
+        if ours.shape != ref.shape:
+            lines.append(f"{head}: shape {list(ours.shape)}, reference {list(ref.shape)}")
+            continue
+        if ours.dtype != ref.dtype and not (ours.dtype.kind in "iu" and ref.dtype.kind in "iu"
+                                            and ours.dtype.itemsize == ref.dtype.itemsize):
+            lines.append(f"{head}: saved as {ours.dtype}, the verifier wants {ref.dtype}")
+        if ref.dtype.kind == "f" or ours.dtype.kind == "f":
+            a, b = ours.astype(np.float64), ref.astype(np.float64)
+            bad = ~((a == b) | (np.isnan(a) & np.isnan(b)))
+        else:
+            a = ours.astype(np.int64) if ours.dtype != bool else ours
+            b = ref.astype(np.int64) if ref.dtype != bool else ref
+            if ours.dtype.kind in "iu" and ref.dtype.kind in "iu":
+                bits = 8 * min(ours.dtype.itemsize, ref.dtype.itemsize)
+                mask = (1 << bits) - 1 if bits < 64 else -1
+                a, b = a & mask, b & mask  # the verifier compares unsigned views bitwise
+            bad = a != b
+        count = int(np.count_nonzero(bad))
+        if count == 0:
+            lines.append(f"{head}: equal to the reference (tolerance-based verify failed)")
+            continue
+        diffs = []
+        for flat in np.flatnonzero(bad)[:limit]:
+            idx = tuple(int(i) for i in np.unravel_index(int(flat), ref.shape))
+            diffs.append(f"{list(idx)}: {ours[idx].item()!r} vs reference {ref[idx].item()!r}")
+        lines.append(f"{head}: {count} of {ref.size} elements differ; " + "; ".join(diffs))
+    return "\n".join(lines)
 
 
 def format_table(report: RunReport, sut: str | None = None) -> str:
@@ -699,8 +772,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
           f"reference (compliance) run: {ref['passed']} passed, {ref['failed']} failed")
     failed = [r for r in report.results.get(report.sut, []) if r.status == "failed"]
     for r in failed[: args.show_failures]:
-        first = r.message.strip().splitlines()[0] if r.message.strip() else r.result
-        print(f"FAIL {r.test}: {first[:200]}")
+        text = " | ".join(line.strip() for line in r.message.splitlines() if line.strip())
+        print(f"FAIL {r.test}: {(text or r.result)[:300]}")
     if len(failed) > args.show_failures:
         print(f"... and {len(failed) - args.show_failures} more failures (see --json)")
     if args.json:

@@ -47,15 +47,16 @@ else:
     _IMPORT_ERROR = ""
 
 
-def _ml_dtype(name: str) -> Any:
-    import ml_dtypes
+def _ml(name: str) -> np.dtype:
+    import ml_dtypes  # installed with jax and tosa-tools
 
     return np.dtype(getattr(ml_dtypes, name))
 
 
-# The numpy dtype the reference model reads for a graph input of each TOSA element type (the
-# conformance data generator writes the input .npy files in these types) and that we hand to
-# tosa_jax's ``Model.run``.
+# The numpy dtype tosa_jax's ``Model.run`` takes for a graph input of each TOSA element type.
+# The conformance .npy input files hold: INT4 as int8 (sign-extended), INT48 as int64
+# (sign-extended), BOOL as bool, unsigned RESCALE data as the bit pattern in int8/int16, BF16 and
+# FP8E4M3 as 2- and 1-byte void ("<V2", "<V1": ml_dtypes' own .npy form), FP8E5M2 as uint8 bits.
 INPUT_DTYPES: dict[str, Any] = {
     "BOOL": np.bool_,
     "INT4": np.int8,
@@ -65,14 +66,21 @@ INPUT_DTYPES: dict[str, Any] = {
     "INT48": np.int64,
     "INT64": np.int64,
     "SHAPE": np.int64,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
     "FP16": np.float16,
     "FP32": np.float32,
+    "BF16": "bfloat16",
+    "FP8E4M3": "float8_e4m3fn",
+    "FP8E5M2": "float8_e5m2",
 }
 
-# The numpy dtype the reference model *writes* for each TOSA output element type; tosa_verify
-# refuses a file whose dtype differs from the reference's ("Incorrect format").
+# What tosa_verify accepts for each TOSA output element type, checked against tosa-tools
+# 2026.8.0: it refuses any other dtype ("Data type/format not suitable", non-compliant).
+#   BOOL: bool only. INT8/INT16: int8/int16 (or uint8/uint16: compared bitwise). INT32: int32.
+#   INT48: int64, sign-extended. INT4: int8 (or uint8), sign-extended. FP32: float32 (the
+#   precise reference writes float64, but the implementation's file must be float32).
+#   FP16: float16. BF16: "<V2" (np.save of an ml_dtypes.bfloat16 array; "|V2" is refused).
+#   FP8E4M3: "<V1" (np.save of ml_dtypes.float8_e4m3fn). FP8E5M2: uint8 bit pattern (an
+#   ml_dtypes.float8_e5m2 array saves as "<f1", which is refused).
 OUTPUT_DTYPES: dict[str, Any] = {
     "BOOL": np.bool_,
     "INT4": np.int8,
@@ -82,16 +90,24 @@ OUTPUT_DTYPES: dict[str, Any] = {
     "INT48": np.int64,
     "INT64": np.int64,
     "SHAPE": np.int64,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
     "FP16": np.float16,
     "FP32": np.float32,
+    "BF16": "bfloat16",
+    "FP8E4M3": "float8_e4m3fn",
+    "FP8E5M2": "float8_e5m2",
 }
 
 _INT_RANGES: dict[str, tuple[int, int]] = {
     "INT4": (-8, 7),
     "INT48": (-(1 << 47), (1 << 47) - 1),
 }
+
+
+def _target(table: dict[str, Any], tosa_type: str) -> np.dtype | None:
+    target = table.get(tosa_type)
+    if target is None:
+        return None
+    return _ml(target) if isinstance(target, str) else np.dtype(target)
 
 
 class SutInputError(Exception):
@@ -105,12 +121,14 @@ def _tosa_dtype_name(spec: Any) -> str:
 
 def _convert_input(name: str, array: np.ndarray, tosa_type: str) -> np.ndarray:
     """Bring an input array read from .npy to the numpy dtype tosa_jax takes for tosa_type."""
-    target = INPUT_DTYPES.get(tosa_type)
+    target = _target(INPUT_DTYPES, tosa_type)
     if target is None:
         return array  # a type this harness does not know: hand it over untouched
-    target = np.dtype(target)
     if array.dtype == target:
         out = array
+    elif array.dtype.kind in "uV" and array.dtype.itemsize == target.itemsize \
+            and target.kind not in "biu":
+        out = array.view(target)  # bf16 / fp8 stored as raw bits
     elif array.dtype.kind in "biu" and target.kind in "biu":
         out = array.astype(target)
         if not np.array_equal(out.astype(np.int64), array.astype(np.int64)):
@@ -125,18 +143,25 @@ def _convert_input(name: str, array: np.ndarray, tosa_type: str) -> np.ndarray:
 
 
 def _convert_output(name: str, value: Any, tosa_type: str | None) -> np.ndarray:
-    """Bring a tosa_jax output to the numpy dtype the reference model writes for tosa_type."""
+    """Bring a tosa_jax output to the numpy dtype tosa_verify wants for tosa_type."""
     array = np.asarray(value)
-    target = OUTPUT_DTYPES.get(tosa_type or "")
-    if target is None or array.dtype == np.dtype(target):
+    target = _target(OUTPUT_DTYPES, tosa_type or "")
+    if target is None:
         return array
-    target = np.dtype(target)
-    if array.dtype.kind in "biu" and target.kind in "biu":
-        out = array.astype(target)
-        if not np.array_equal(out.astype(np.int64), array.astype(np.int64)):
-            raise SutInputError(f"output {name!r}: {array.dtype} values do not fit {tosa_type}")
-        return out
-    return array.astype(target)
+    if array.dtype != target:
+        if array.dtype.kind in "biu" and target.kind in "biu":
+            out = array.astype(target)
+            if not np.array_equal(out.astype(np.int64), array.astype(np.int64)):
+                raise SutInputError(f"output {name!r}: {array.dtype} values do not fit "
+                                    f"{tosa_type}")
+            array = out
+        elif array.dtype.kind == "V" and array.dtype.itemsize == target.itemsize:
+            array = array.view(target)
+        else:
+            array = array.astype(target)
+    if tosa_type == "FP8E5M2":
+        array = array.view(np.uint8)
+    return array
 
 
 class TosaSUTRunner(TosaTestRunner):
