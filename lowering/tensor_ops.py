@@ -13,9 +13,11 @@ Integer sums are exact. The convolutions share one core (``_ConvGeometry`` / ``_
   may not overflow (apply_add_s REQUIREs it), so two's-complement wrap-around in the partial
   sums still gives the exact result;
 * int16 inputs accumulate in INT48: the input splits into a signed high byte and an unsigned low
-  byte, ``x = 256 hi + lo``; each partial convolution is exact in int32 as long as its
-  contraction is short enough (checked from the static shapes, and split into slices of the
-  kernel and input channels when not), and the parts are combined as ``numerics.Wide``.
+  byte, ``x = 256 hi + lo`` (the low byte held as the int8 ``lo - 128``, i.e. with a zero point
+  of -128, so both halves use the same int8 x int8 correlations); each partial sum is exact in
+  int32 as long as its contraction is short enough (checked from the static shapes, and split
+  into slices of the kernel and input channels when not), and the parts are combined as
+  ``numerics.Wide``.
 """
 
 from __future__ import annotations
@@ -172,6 +174,8 @@ def _box_conv(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, acc: An
     """The correlation restricted to the kernel positions and input channels of ``box``:
     kernel offset a along a spatial dim reads the padded input from a * dilation on."""
     nsp = g.rank
+    if all(b.start == 0 and b.stop == n for b, n in zip(box, w.shape)):
+        return _conv(xp, w, g, acc)
     x_index = [slice(None)]
     for i in range(nsp):
         k = box[i].stop - box[i].start
@@ -182,53 +186,67 @@ def _box_conv(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, acc: An
     return _conv(xp[tuple(x_index)], w[box], g, acc)
 
 
+def _box_sum_w(w: Any, box: tuple[slice, ...], nsp: int, wzp: int) -> Any:
+    """sum of (w - wzp) over the kernel positions and input channels of ``box``, per output
+    channel, modulo 2**32 (numpy for a constant weight)."""
+    axes = tuple(range(nsp + 1))
+    if isinstance(w, np.ndarray):
+        part = w[box].astype(np.int64)
+        return np.asarray([_wrap32(int(v)) for v in np.sum(part - wzp, axis=axes)], np.int32)
+    return jnp.sum(as_i32(w[box]) - wzp, axis=axes, dtype=jnp.int32)
+
+
+def _zp_box_sum(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, zp: Any,
+                wzp: int) -> Any:
+    """sum over ``box`` of (xp - zp) * (w - wzp) modulo 2**32, from int8 x int8 correlations:
+    sum x w - wzp sum x - zp sum (w - wzp). ``zp`` may vary along the batch axis."""
+    nsp = g.rank
+    oc = w.shape[nsp + 1]
+    acc = _box_conv(xp, jnp.asarray(w), box, g, jnp.int32)
+    if wzp != 0:
+        # sum x over the window and the group's input channels: a kernel of ones, one output
+        # per group (repeated over the group's output channels).
+        ones = np.ones((*w.shape[:nsp + 1], g.groups), np.int8)
+        window = _box_conv(xp, jnp.asarray(ones), box, g, jnp.int32)
+        if g.groups > 1:
+            window = jnp.repeat(window, oc // g.groups, axis=-1)
+        acc = acc - wzp * window
+    if not (isinstance(zp, int) and zp == 0):
+        acc = acc - zp * jnp.asarray(_box_sum_w(w, box, nsp, wzp))
+    return acc
+
+
 def _int_conv(node: Node, x: Any, w: Any, g: _ConvGeometry, zp: int, wzp: int) -> Any:
     """Exact sum over the window of (x - zp) * (w - wzp): int32 for int8 inputs, Wide for int16.
 
     ``w`` is canonical [spatial..., I, O] (numpy when constant). Returns [N, O-spatial..., OC].
+    All correlations are int8 x int8 with int32 accumulation (the fast form on every backend).
     """
     in_t, weight_t = node.inputs[0].dtype, node.inputs[1].dtype
     nsp = g.rank
-    k_spatial = w.shape[:nsp]
-    icg = w.shape[nsp]
-    oc = w.shape[nsp + 1]
-    kc = math.prod(k_spatial) * icg  # terms per output value
+    full = tuple(slice(0, n) for n in w.shape[:nsp + 1])
 
     if in_t == "INT8":
-        xp = _pad_input(x, zp, g)
-        acc = _conv(xp, jnp.asarray(w), g, jnp.int32)
-        if zp != 0:
-            # - zp * sum w: per output channel, over the kernel and the group's input channels.
-            if isinstance(w, np.ndarray):
-                sum_w = np.sum(w.astype(np.int64), axis=tuple(range(nsp + 1)))
-                sum_w = np.asarray([_wrap32(int(v)) for v in sum_w], np.int32)
-            else:
-                sum_w = jnp.sum(as_i32(w), axis=tuple(range(nsp + 1)), dtype=jnp.int32)
-            acc = acc - zp * sum_w
-        if wzp != 0:
-            # - wzp * sum x over the window and the group's input channels (a correlation with
-            # a kernel of ones, one output per group), + K zp wzp.
-            ones = np.ones((*k_spatial, icg, g.groups), np.int8)
-            box = _conv(xp, jnp.asarray(ones), g, jnp.int32)
-            if g.groups > 1:
-                box = jnp.repeat(box, oc // g.groups, axis=-1)
-            acc = acc - wzp * box + _wrap32(kc * zp * wzp)
-        return acc
+        # Padding holds input_zp, so it adds zero once the zero point is folded out. The int32
+        # accumulator may not overflow (REQUIRE), so wrap-around partial sums are exact.
+        return _zp_box_sum(_pad_input(x, zp, g), w, full, g, zp, wzp)
 
-    # INT16 x INT8 -> INT48 (input_zp is 0 by ERROR_IF): x = 256 * hi + lo with hi the signed
-    # high byte and lo the unsigned low byte; both partial sums are exact in int32 when
-    # terms * 255 * max|w - wzp| < 2**31, else the contraction is split into boxes.
+    # INT16 x INT8 -> INT48 (input_zp is 0 by ERROR_IF). x = 256 * hi + lo, hi the signed high
+    # byte and lo the unsigned low byte, stored as the int8 lo - 128 (a zero point of -128).
+    # Each half's sum over a box of K terms is at most K * 255 * max|w - wzp| in magnitude:
+    # exact in int32 (modulo 2**32 arithmetic included) when that is below 2**31, else the
+    # contraction is split into boxes that are, and the boxes are added as Wide.
     xp = _pad_input(x, 0, g)
-    hi = xp >> 8
-    lo = xp & 0xFF
-    parts = jnp.concatenate([hi, lo], axis=0)  # one convolution for both halves
-    w16 = (w.astype(np.int16) - np.int16(wzp)) if isinstance(w, np.ndarray) else (
-        w.astype(jnp.int16) - jnp.int16(wzp))
-    bound = 255 * max(_weight_bound(w, weight_t, wzp), 1)
+    hi = (xp >> 8).astype(jnp.int8)
+    lo = ((xp & 0xFF) - 128).astype(jnp.int8)
     n = x.shape[0]
+    parts = jnp.concatenate([hi, lo], axis=0)  # one correlation for both halves
+    half_zp = np.concatenate([np.zeros(n, np.int32), np.full(n, -128, np.int32)])
+    half_zp = half_zp.reshape((2 * n,) + (1,) * (nsp + 1))
+    bound = 255 * max(_weight_bound(w, weight_t, wzp), 1)
     total: Wide | None = None
     for box in _boxes(tuple(w.shape), g, max(_I32_MAX // bound, 1)):
-        s = _box_conv(parts, jnp.asarray(w16), box, g, jnp.int32)
+        s = _zp_box_sum(parts, w, box, g, half_zp, wzp)
         part = wide_add(wide_shl(wide(s[:n]), 8), wide(s[n:]))
         total = part if total is None else wide_add(total, part)
     assert total is not None
@@ -555,25 +573,35 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
         return acc + _wrap32(c * int(a_zp) * int(b_zp))
     if in_t != "INT16" or out_t != "INT48":
         raise TosaValidationError(f"{node.op}: no type support for {in_t} -> {out_t}")
-    # INT16 x INT16 -> INT48 (zero points 0): A = 256 * hi + lo (signed high byte, unsigned low
-    # byte). |lo * b| <= 255 * 2**15, so groups of 257 products sum exactly in int32; longer
-    # rows are cut into groups that are summed as Wide.
-    a = jnp.asarray(A)
-    parts = jnp.concatenate([a >> 8, a & 0xFF], axis=1)  # [N, 2H, C]
-    b = jnp.asarray(B)
-    limit = _I32_MAX // (255 * (1 << 15))
+    # INT16 x INT16 -> INT48 (zero points 0). Each operand splits into a signed high byte and
+    # an unsigned low byte held as the int8 lo - 128 (a zero point of -128): A = 256 ah + al,
+    # B = 256 bh + bl. One int8 x int8 product of the stacked halves, [ah; al] x [bh, bl], gives
+    # the four partial products after the zero-point terms are folded out; each is at most
+    # C * 255**2 in magnitude, exact in int32 for C <= 33025 (longer rows are cut into groups
+    # added as Wide). A B = 2**16 hh + 2**8 (hl + lh) + ll.
+    limit = _I32_MAX // (255 * 255)
     groups = max(1, -(-c // limit))
     kc = -(-c // groups)
-    if groups == 1:
-        s = lax.dot_general(parts, b, dims, preferred_element_type=jnp.int32)
-        total = wide(s)
-    else:
-        padc = groups * kc - c
-        parts = jnp.pad(parts, ((0, 0), (0, 0), (0, padc))).reshape(n, 2 * h, groups, kc)
-        b = jnp.pad(b, ((0, 0), (0, padc), (0, 0))).reshape(n, groups, kc, w)
-        s = lax.dot_general(parts, b, (((3,), (2,)), ((0, 2), (0, 1))),
-                            preferred_element_type=jnp.int32)  # [N, G, 2H, W]
-        total = wide_sum32(s, axis=1)
-    hi_part = total.map(lambda t: t[:, :h])
-    lo_part = total.map(lambda t: t[:, h:])
-    return wide_add(wide_shl(hi_part, 8), lo_part)
+    padc = groups * kc - c  # zero padding (true zeros: split after padding)
+    a = jnp.pad(jnp.asarray(A), ((0, 0), (0, 0), (0, padc)))
+    b = jnp.pad(jnp.asarray(B), ((0, 0), (0, padc), (0, 0)))
+    a8 = jnp.concatenate([(a >> 8).astype(jnp.int8), ((a & 0xFF) - 128).astype(jnp.int8)],
+                         axis=1).reshape(n, 2 * h, groups, kc)
+    b8 = jnp.concatenate([(b >> 8).astype(jnp.int8), ((b & 0xFF) - 128).astype(jnp.int8)],
+                         axis=2).reshape(n, groups, kc, 2 * w)
+    za = np.repeat(np.asarray([0, -128], np.int32), h).reshape(1, 1, 2 * h, 1)
+    zb = np.repeat(np.asarray([0, -128], np.int32), w).reshape(1, 1, 1, 2 * w)
+    s = lax.dot_general(a8, b8, (((3,), (2,)), ((0, 2), (0, 1))),
+                        preferred_element_type=jnp.int32)  # [N, G, 2H, 2W]
+    # sum (a - za)(b - zb) = sum a b - zb sum a - za sum b + kc za zb, per group.
+    row = jnp.sum(as_i32(a8), axis=3, dtype=jnp.int32).transpose(0, 2, 1)[..., None]
+    col = jnp.sum(as_i32(b8), axis=2, dtype=jnp.int32)[:, :, None, :]
+    s = s - zb * row - za * col + jnp.asarray(kc * za * zb, jnp.int32)
+    total = wide(s[:, 0]) if groups == 1 else wide_sum32(s, axis=1)  # [N, 2H, 2W]
+
+    def block(i: int, j: int) -> Wide:
+        return total.map(lambda t: t[:, i * h:(i + 1) * h, j * w:(j + 1) * w])
+
+    cross = wide_add(block(0, 1), block(1, 0))
+    return wide_add(wide_add(wide_shl(wide_shl(block(0, 0), 8), 8), wide_shl(cross, 8)),
+                    block(1, 1))

@@ -70,10 +70,13 @@ def test_conv2d_int8_zero_points_pad_stride_dilation(reference, const_weight):
 def test_conv2d_int8_int4_weights(reference):
     x, w = rand((1, 6, 6, 3), "INT8"), rand((5, 2, 3, 3), "INT4")
     b, inputs = GraphBuilder(), {}
+    # The weight is a graph input: INT4 constants written by tosa_jax.write are misread by the
+    # reference model for some shapes (reported separately); int4 constants are covered by the
+    # conformance suite.
     names = conv_inputs(b, x, w, rand((5,), "INT32", -99, 99), 12, 0, "INT8", "INT4", "INT32",
-                        True, inputs)
+                        False, inputs)
     out = b.op("CONV2D", names, (1, 7, 6, 5), "INT32", pad=(1, 1, 1, 1), stride=(1, 1),
-               dilation=(1, 1), acc_type="INT32")
+               dilation=(1, 1), acc_type="INT32", local_bound=False)
     check(reference, b, out, inputs)
 
 
@@ -84,7 +87,7 @@ def test_conv3d_int8_zero_points(reference):
                         False, inputs)
     # OD = (4-1+1+0-1)/1+1 = 4; OH = (5-1+1+1-2*2)/2+1 = 2; OW = (6-1+0+1-1)/1+1 = 6
     out = b.op("CONV3D", names, (1, 4, 2, 6, 2), "INT32", pad=(1, 0, 1, 1, 0, 1),
-               stride=(1, 2, 1), dilation=(1, 2, 1), acc_type="INT32")
+               stride=(1, 2, 1), dilation=(1, 2, 1), acc_type="INT32", local_bound=False)
     check(reference, b, out, inputs)
 
 
@@ -94,9 +97,9 @@ def test_depthwise_conv2d_multiplier_layout(reference):
     b, inputs = GraphBuilder(), {}
     names = conv_inputs(b, x, w, rand((12,), "INT32", -500, 500), -128, 127, "INT8", "INT8",
                         "INT32", False, inputs)
-    # OH = (6-1+1+0-2*2)/1+1 = 3; OW = (7-1+1+1-1*1)/2+1 = 4
-    out = b.op("DEPTHWISE_CONV2D", names, (2, 3, 4, 12), "INT32", pad=(1, 0, 1, 1),
-               stride=(1, 2), dilation=(2, 1), acc_type="INT32")
+    # OH = (6-1+1+0-2*2)/1+1 = 3; OW = (7-1+1+0-1*1)/2+1 = 4
+    out = b.op("DEPTHWISE_CONV2D", names, (2, 3, 4, 12), "INT32", pad=(1, 0, 1, 0),
+               stride=(1, 2), dilation=(2, 1), acc_type="INT32", local_bound=False)
     check(reference, b, out, inputs)
 
 
@@ -110,7 +113,7 @@ def test_transpose_conv2d_stride_out_pad(reference, out_pad):
     oh = (4 - 1) * 2 + out_pad[0] + out_pad[1] + 3
     ow = (3 - 1) * 3 + out_pad[2] + out_pad[3] + 4
     out = b.op("TRANSPOSE_CONV2D", names, (1, oh, ow, 3), "INT32", out_pad=out_pad,
-               stride=(2, 3), acc_type="INT32")
+               stride=(2, 3), acc_type="INT32", local_bound=False)
     check(reference, b, out, inputs)
 
 
@@ -119,8 +122,8 @@ def test_transpose_conv2d_int16_int48(reference):
     b, inputs = GraphBuilder(), {}
     names = conv_inputs(b, x, w, rand((2,), "INT48"), 0, 17, "INT16", "INT8", "INT48", False,
                         inputs)
-    out = b.op("TRANSPOSE_CONV2D", names, (2, 6, 8, 2), "INT48", out_pad=(0, 1, 1, 0),
-               stride=(2, 2), acc_type="INT48")
+    out = b.op("TRANSPOSE_CONV2D", names, (2, 7, 8, 2), "INT48", out_pad=(0, 1, 1, 0),
+               stride=(2, 2), acc_type="INT48", local_bound=False)
     check(reference, b, out, inputs)
 
 
@@ -135,7 +138,7 @@ def test_int16_int48_padding_and_weight_zp(reference, op):
     names = conv_inputs(b, x, w, rand((oc,), "INT48"), 0, -128, "INT16", "INT8", "INT48",
                         op == "CONV2D", inputs)
     out = b.op(op, names, (1, 5, 3, oc), "INT48", pad=(1, 1, 1, 0), stride=(1, 2),
-               dilation=(1, 1), acc_type="INT48")
+               dilation=(1, 1), acc_type="INT48", local_bound=False)
     check(reference, b, out, inputs)
 
 
@@ -149,7 +152,7 @@ def test_conv2d_int16_long_contraction_is_split(reference):
     names = conv_inputs(b, x, w, np.array([1 << 40], np.int64), 0, -128, "INT16", "INT8",
                         "INT48", True, inputs)
     out = b.op("CONV2D", names, (1, 2, 1, 2), "INT48", pad=(0, 0, 0, 0), stride=(1, 1),
-               dilation=(1, 1), acc_type="INT48")
+               dilation=(1, 1), acc_type="INT48", local_bound=False)
     check(reference, b, out, inputs)
 
 
@@ -162,11 +165,15 @@ def test_matmul_int8_zero_points(reference):
     check(reference, b, out, {"a": a, "b": m})
 
 
-def test_matmul_int16_int48_grouped(reference):
-    # C = 600 > 257: the int16 products are summed in groups, then exactly as Wide.
-    a, m = rand((2, 3, 600), "INT16"), rand((2, 600, 4), "INT16")
+@pytest.mark.parametrize("c", [600, 33100])
+def test_matmul_int16_int48(reference, c):
+    # Byte halves: up to 33025 products sum exactly in int32; longer rows are cut into groups
+    # that are added as Wide. The extremes make the sums reach ~2**45.
+    a, m = rand((2, 3, c), "INT16"), rand((2, c, 4), "INT16")
     a[0, 0] = -32768
     m[0, :, 0] = -32768
+    a[1, 1] = 32767
+    m[1, :, 1] = -32768
     b = GraphBuilder()
     an, bn = b.input("a", a.shape, "INT16"), b.input("b", m.shape, "INT16")
     out = b.op("MATMUL", [an, bn, b.const([0], "INT16"), b.const([0], "INT16")], (2, 3, 4),
@@ -179,9 +186,9 @@ def test_avg_pool2d_rounding_and_padding(reference, dtype, zps):
     x = rand((2, 7, 8, 3), dtype)
     b = GraphBuilder()
     xn = b.input("x", x.shape, dtype)
-    # OH = (7+1+2-3)/2+1 = 4 (edge windows hold fewer values); OW = (8+1+0-2)/1+1 = 8
+    # OH = (7+1+1-3)/2+1 = 4 (edge windows hold fewer values); OW = (8+1+0-2)/1+1 = 8
     out = b.op("AVG_POOL2D", [xn, b.const([zps[0]], dtype), b.const([zps[1]], dtype)],
-               (2, 4, 8, 3), dtype, kernel=(3, 2), stride=(2, 1), pad=(1, 2, 1, 0),
+               (2, 4, 8, 3), dtype, kernel=(3, 2), stride=(2, 1), pad=(1, 1, 1, 0),
                acc_type="INT32")
     check(reference, b, out, {"x": x})
 
@@ -217,19 +224,20 @@ def test_error_if_conv2d_output_shape_and_bias():
     names = conv_inputs(b, x, w, np.zeros(3, np.int32), 0, 0, "INT8", "INT8", "INT32", True,
                         inputs)
     out = b.op("CONV2D", names, (1, 4, 3, 3), "INT32", pad=(0, 0, 0, 0), stride=(1, 1),
-               dilation=(1, 1), acc_type="INT32")
+               dilation=(1, 1), acc_type="INT32", local_bound=False)
     _error(b, out, inputs, "OH")
     b, inputs = GraphBuilder(), {}
     names = conv_inputs(b, x, w, np.zeros(2, np.int32), 0, 0, "INT8", "INT8", "INT32", True,
                         inputs)
     out = b.op("CONV2D", names, (1, 3, 3, 3), "INT32", pad=(0, 0, 0, 0), stride=(1, 1),
-               dilation=(1, 1), acc_type="INT32")
+               dilation=(1, 1), acc_type="INT32", local_bound=False)
     _error(b, out, inputs, "BC")
     b, inputs = GraphBuilder(), {}
     names = conv_inputs(b, x, w, np.zeros(3, np.int32), 0, 0, "INT8", "INT8", "INT32", True,
                         inputs)
-    out = b.op("CONV2D", names, (1, 2, 3, 3), "INT32", pad=(0, 0, 0, 0), stride=(2, 1),
-               dilation=(1, 1), acc_type="INT32")
+    # (IH - 1 + 1 + 0 - 2) = 3 is not a multiple of stride_y = 2
+    out = b.op("CONV2D", names, (1, 2, 3, 3), "INT32", pad=(1, 0, 0, 0), stride=(2, 1),
+               dilation=(1, 1), acc_type="INT32", local_bound=False)
     _error(b, out, inputs, "idiv_check")
 
 
@@ -239,7 +247,7 @@ def test_error_if_zero_points_only_for_int8():
     names = conv_inputs(b, x, w, np.zeros(1, np.int64), 5, 0, "INT16", "INT8", "INT48", True,
                         inputs)
     out = b.op("CONV2D", names, (1, 3, 3, 1), "INT48", pad=(0, 0, 0, 0), stride=(1, 1),
-               dilation=(1, 1), acc_type="INT48")
+               dilation=(1, 1), acc_type="INT48", local_bound=False)
     _error(b, out, inputs, "input_zp")
     b = GraphBuilder()
     an, bn = b.input("a", (1, 2, 2), "INT16"), b.input("b", (1, 2, 2), "INT16")
@@ -261,9 +269,9 @@ def test_error_if_pooling_and_transpose():
     names = conv_inputs(b, x, w, np.zeros(1, np.int32), 0, 0, "INT8", "INT8", "INT32", True,
                         inputs)
     out = b.op("TRANSPOSE_CONV2D", names, (1, 3, 5, 1), "INT32", out_pad=(-2, 0, 0, 0),
-               stride=(1, 1), acc_type="INT32")
+               stride=(1, 1), acc_type="INT32", local_bound=False)
     _error(b, out, inputs, "out_pad_top <= -KH")
     b = GraphBuilder()
     xn = b.input("x", x.shape, "INT8")
-    out = b.op("ARGMAX", [xn], (1, 4, 1), "INT32", axis=1, nan_mode="PROPAGATE")
+    out = b.op("ARGMAX", [xn], (1, 4, 4), "INT32", axis=1, nan_mode="PROPAGATE")
     _error(b, out, {"x": x}, "flatten")
