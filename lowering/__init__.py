@@ -12,12 +12,19 @@ called as ``fn(node, *inputs, **attributes)``:
 
 It returns one value, or a tuple for operators with several outputs. Shapes are static: all that
 can be decided before tracing is decided before tracing.
+
+Control flow (COND_IF, WHILE_LOOP) and variables (VARIABLE*) need more than their inputs: the
+executor gives their ``Node`` the variable state (``node.state``, {variable name: value}; empty
+when the graph has none) and ``node.run_block(name, args, state) -> (outputs, state)``, which
+evaluates the block a control-flow attribute names. ``run_block`` is pure (no side effects), so it
+can run inside ``lax.cond`` / ``lax.while_loop``; a lowering that changes the state returns
+``WithState(outputs, state)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,11 +43,27 @@ class Node:
     inputs: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
     location: str | None = None
+    # Control-flow and variable operators only (see the module docstring).
+    run_block: BlockRunner | None = None
+    state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def out(self) -> Tensor:
         """The first (usually only) output tensor."""
         return self.outputs[0]
+
+
+# ``run_block(block name, block inputs, variable state) -> (block outputs, variable state)``
+BlockRunner = Callable[[str, Sequence[Any], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class WithState:
+    """What a lowering returns when it changes the variable state: its outputs (one value or a
+    tuple, as usual) and the whole state after it."""
+
+    outputs: Any
+    state: dict[str, Any]
 
 
 def constant(node: Node, index: int, value: Any) -> np.ndarray:

@@ -11,10 +11,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tosa_jax.errors import TosaError, TosaUnsupportedError, TosaValidationError
-from tosa_jax.ir import Block, Graph, Tensor
-from tosa_jax.lowering import LOWERINGS, Node
+from tosa_jax.errors import (
+    TosaError,
+    TosaInputError,
+    TosaUnsupportedError,
+    TosaValidationError,
+)
+from tosa_jax.ir import HOST_DTYPES, Block, Graph, Operator, Tensor
+from tosa_jax.lowering import LOWERINGS, Node, WithState
 from tosa_jax.lowering.numerics import DEVICE_DTYPES, Wide, wide_from_numpy
+
+# Operators that run blocks (EXT-CONTROLFLOW) or touch variables (EXT-VARIABLE). They are never
+# evaluated eagerly as constants: their results may depend on the variable state, and their
+# lowerings decide themselves what can be decided before tracing (a constant condition, say).
+STATEFUL_OPS = frozenset({"COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"})
+# The attributes by which control-flow operators name the blocks they run.
+BLOCK_ATTRIBUTES = ("then_graph", "else_graph", "cond_graph", "body_graph")
 
 
 @cache
@@ -27,15 +39,25 @@ def _arity(op: str) -> tuple[int, bool, frozenset[str]]:
     return len(positional), variadic, attrs
 
 
-def check_block(graph: Graph, block: Block) -> None:
-    """Structural checks before tracing: every operator lowered, every tensor defined once."""
-    defined = set(block.inputs)
+def _where(op: Operator, i: int, block: Block) -> str:
+    return f"{op.op} (operator #{i} of block {block.name!r}" + (
+        f", at {op.location})" if op.location else ")")
+
+
+def check_block(graph: Graph, block: Block, _running: tuple[int, ...] = ()) -> None:
+    """Structural checks before tracing: every operator lowered, every tensor defined once.
+
+    Blocks run by control-flow operators are checked too (recursively; recursion is refused),
+    and so are their ERROR_IFs on the shapes and types of the lists they exchange. Variable
+    tensors (EXT-VARIABLE) hold a value from the start and may be written more than once.
+    """
+    variables = {n for n, t in block.tensors.items() if t.variable}
+    defined = set(block.inputs) | variables
     for name in block.inputs:
         if name not in block.tensors:
             raise TosaValidationError(f"block {block.name!r}: input {name!r} has no tensor")
     for i, op in enumerate(block.operators):
-        where = f"{op.op} (operator #{i} of block {block.name!r}" + (
-            f", at {op.location})" if op.location else ")")
+        where = _where(op, i, block)
         if op.op not in LOWERINGS:
             raise TosaUnsupportedError(f"operator {where} is not supported by tosa_jax")
         n_inputs, variadic, attrs = _arity(op.op)
@@ -54,28 +76,105 @@ def check_block(graph: Graph, block: Block) -> None:
         for name in op.outputs:
             if name not in block.tensors:
                 raise TosaValidationError(f"{where}: output {name!r} has no tensor")
-            if name in defined:
+            if op.op in ("CONST", "CONST_SHAPE") and block.tensors[name].data is None:
+                raise TosaValidationError(f"{where}: constant {name!r} has no data")
+            if name in defined and name not in variables:
                 raise TosaValidationError(f"{where}: output {name!r} is defined twice")
             defined.add(name)
+        if op.op in ("COND_IF", "WHILE_LOOP"):
+            _check_control_flow(graph, block, op, where, _running + (id(block),))
     for name in block.outputs:
         if name not in defined:
             raise TosaValidationError(f"block {block.name!r}: output {name!r} is never defined")
 
 
-def _check_result(node: Node, value: Any, t: Tensor) -> None:
-    """A lowering's result must have the declared shape and element type (catches our bugs)."""
+def _signature(block: Block, names: Sequence[str]) -> list[tuple[tuple[int, ...], str]]:
+    return [(block.tensors[n].shape, block.tensors[n].dtype) for n in names]
+
+
+def _check_control_flow(graph: Graph, block: Block, op: Operator, where: str,
+                        running: tuple[int, ...]) -> None:
+    """COND_IF / WHILE_LOOP: the blocks they name exist, are valid, and exchange lists of the
+    operator's shapes and types (the ERROR_IFs of the spec's pseudocode)."""
+    subs: dict[str, Block] = {}
+    for attr in BLOCK_ATTRIBUTES:
+        if attr not in op.attrs:
+            continue
+        name = op.attrs[attr]
+        try:
+            sub = graph.block(name)
+        except KeyError:
+            raise TosaValidationError(
+                f"{where}: {attr} {name!r} names no region or block of the graph") from None
+        if id(sub) in running:
+            raise TosaValidationError(
+                f"{where}: {attr} {name!r} runs a block that is already running (control flow "
+                "may not recurse)")
+        check_block(graph, sub, running)
+        subs[attr] = sub
+
+    def same(rule: str, ours: list, theirs: list) -> None:
+        if ours != theirs:
+            raise TosaValidationError(
+                f"{where}: ERROR_IF({rule}): {[f'{t}{list(s)}' for s, t in ours]} against "
+                f"{[f'{t}{list(s)}' for s, t in theirs]}")
+
+    outs = _signature(block, op.outputs)
+    if op.op == "COND_IF":
+        cond = block.tensors[op.inputs[0]]
+        if int(np.prod(cond.shape)) != 1 or cond.dtype != "BOOL":
+            raise TosaValidationError(
+                f"{where}: the condition must be a BOOL tensor of one element, got "
+                f"{cond.dtype}{list(cond.shape)} (ERROR_IF(tensor_size(shape) != 1))")
+        ins = _signature(block, op.inputs[1:])
+        for attr in ("then_graph", "else_graph"):
+            sub = subs[attr]
+            same(f"tensor_list_shape(input_list) != tosa_input_shape({attr})",
+                 ins, _signature(sub, sub.inputs))
+            same(f"tensor_list_shape(output_list) != tosa_output_shape({attr})",
+                 outs, _signature(sub, sub.outputs))
+    else:
+        ins = _signature(block, op.inputs)
+        same("tensor_list_shape(input_list) != tensor_list_shape(output_list)", ins, outs)
+        cond, body = subs["cond_graph"], subs["body_graph"]
+        same("tensor_list_shape(input_list) != tosa_input_shape(cond_graph)",
+             ins, _signature(cond, cond.inputs))
+        same("tensor_list_shape(input_list) != tosa_input_shape(body_graph)",
+             ins, _signature(body, body.inputs))
+        same("tensor_list_shape(input_list) != tosa_output_shape(body_graph)",
+             ins, _signature(body, body.outputs))
+        result = _signature(cond, cond.outputs)
+        if len(result) != 1 or int(np.prod(result[0][0])) != 1 or result[0][1] != "BOOL":
+            raise TosaValidationError(
+                f"{where}: cond_graph must give one BOOL tensor of one element, it gives "
+                f"{[f'{t}{list(s)}' for s, t in result]} (ERROR_IF(tensor_size("
+                "tosa_output_shape(cond_graph)) != 1), ERROR_IF(tosa_output_type(cond_graph) "
+                "!= bool_t))")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Wide):
+        return f"Wide{list(jnp.shape(value.hi))}"
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return f"{np.dtype(value.dtype)}{list(value.shape)}"
+    return type(value).__name__
+
+
+def _check_result(node: Node, value: Any, t: Tensor, where: str) -> None:
+    """A lowering's result must have the declared shape and element type."""
     if t.dtype == "SHAPE":
         return
     if t.dtype == "INT48":
         ok = isinstance(value, Wide) and tuple(jnp.shape(value.hi)) == t.shape
     else:
-        ok = (tuple(jnp.shape(value)) == t.shape
-              and jnp.asarray(value).dtype == jnp.dtype(DEVICE_DTYPES[t.dtype]))
+        ok = (hasattr(value, "dtype") and hasattr(value, "shape")
+              and tuple(value.shape) == t.shape
+              and np.dtype(value.dtype) == np.dtype(DEVICE_DTYPES[t.dtype]))
     if not ok:
-        got = (f"Wide{value.shape}" if isinstance(value, Wide)
-               else f"{jnp.asarray(value).dtype}{list(jnp.shape(value))}")
-        raise TosaError(f"internal error: lowering of {node.op} produced {got} for {t.name!r}, "
-                        f"declared {t.dtype}{list(t.shape)}")
+        raise TosaValidationError(
+            f"{where}: output {t.name!r} is declared {t.dtype}{list(t.shape)}, but the operator "
+            f"gives {_describe(value)} for these inputs and attributes (if the graph is valid, "
+            "this is a bug in tosa_jax)")
 
 
 def _is_constant(value: Any) -> bool:
@@ -89,37 +188,176 @@ def _to_host(value: Any) -> Any:
     return np.asarray(value)
 
 
+def _lower(op: Operator, node: Node, args: list[Any], where: str) -> Any:
+    """Call the operator's lowering; whatever else it raises becomes a TosaValidationError.
+
+    Lowerings trust the declared shapes and attributes; until every ERROR_IF is checked ahead
+    of tracing, a graph that breaks them (a damaged file, say) fails inside the lowering, and is
+    refused here with the operator named rather than with a bare Python or JAX exception.
+    """
+    try:
+        return LOWERINGS[op.op](node, *args, **op.attrs)
+    except (TosaError, MemoryError, RecursionError):
+        raise
+    except Exception as e:
+        raise TosaValidationError(
+            f"{where}: cannot be evaluated with its declared inputs, outputs and attributes "
+            f"({type(e).__name__}: {e})") from e
+
+
 def evaluate_block(graph: Graph, block: Block, args: Sequence[Any]) -> tuple[Any, ...]:
-    """Trace ``block`` on ``args`` (one value per block input); returns the block outputs."""
+    """Trace ``block`` on ``args`` (one value per block input); returns the block outputs.
+
+    Variables (EXT-VARIABLE), if the graph has any, start from their initial values and their
+    updates are dropped: see ``run_block`` for the form that threads the state.
+    """
+    return run_block(graph, block, args, initial_values(graph))[0]
+
+
+def run_block(graph: Graph, block: Block, args: Sequence[Any],
+              state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Trace ``block`` on ``args`` with the variable ``state`` ({variable name: value}, every
+    variable of the graph); returns the block outputs and the state after the block.
+
+    Pure: nothing outside is changed, so control-flow lowerings can run it inside ``lax.cond``
+    and ``lax.while_loop`` (it is their ``node.run_block``). Variable tensors are read from and
+    written to the state, in operator order.
+    """
+    state = dict(state)
+    keys = {n: t.variable_key for n, t in block.tensors.items() if t.variable}
     env: dict[str, Any] = dict(zip(block.inputs, args, strict=False))
-    for op in block.operators:
+
+    def value(name: str) -> Any:
+        return state[keys[name]] if name in keys else env[name]
+
+    def run(name: str, sub_args: Sequence[Any],
+            sub_state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return run_block(graph, graph.block(name), sub_args, sub_state)
+
+    for i, op in enumerate(block.operators):
+        where = _where(op, i, block)
+        stateful = op.op in STATEFUL_OPS
         node = Node(op.op, tuple(block.tensors[n] for n in op.inputs),
-                    tuple(block.tensors[n] for n in op.outputs), op.location)
-        args = [env[n] for n in op.inputs]
-        if args and all(_is_constant(a) for a in args):
+                    tuple(block.tensors[n] for n in op.outputs), op.location,
+                    **({"run_block": run, "state": dict(state)} if stateful else {}))
+        args = [value(n) for n in op.inputs]
+        if not stateful and args and all(_is_constant(a) for a in args):
             # Constant propagation: an operator of constants is evaluated now, op by op, with
             # its own exact lowering, and its result stays a host constant. XLA then never sees
             # (or folds) constant subgraphs: its constant folder miscomputes some of them.
             with jax.ensure_compile_time_eval():
-                result = LOWERINGS[op.op](node, *args, **op.attrs)
+                result = _lower(op, node, args, where)
             single = not isinstance(result, tuple) or isinstance(result, Wide)
             result = _to_host(result) if single else tuple(_to_host(r) for r in result)
         else:
-            result = LOWERINGS[op.op](node, *args, **op.attrs)
+            result = _lower(op, node, args, where)
+        if isinstance(result, WithState):
+            state = dict(result.state)
+            result = result.outputs
         single = not isinstance(result, tuple) or isinstance(result, Wide)
         results = (result,) if single else result
-        for t, value in zip(node.outputs, results, strict=False):
-            _check_result(node, value, t)
-            env[t.name] = value
-    return tuple(env[n] for n in block.outputs)
+        if len(results) != len(node.outputs):
+            raise TosaValidationError(f"{where}: gives {len(results)} output(s), the graph "
+                                      f"declares {len(node.outputs)}")
+        for t, value_ in zip(node.outputs, results, strict=False):
+            _check_result(node, value_, t, where)
+            if t.name in keys:
+                state[keys[t.name]] = value_  # a write to a variable
+            else:
+                env[t.name] = value_
+    return tuple(value(n) for n in block.outputs), state
+
+
+def graph_variables(graph: Graph) -> dict[str, Tensor]:
+    """The graph's variables (EXT-VARIABLE) by name, each with the tensor that declares it
+    (the first of its name, preferring one that holds an initial value).
+
+    Variable tensors of the same name in different blocks must agree on shape and type.
+    """
+    found: dict[str, Tensor] = {}
+    for region in graph.regions:
+        for block in region.blocks:
+            for t in block.tensors.values():
+                if not t.variable:
+                    continue
+                key = t.variable_key
+                first = found.get(key)
+                if first is None or (first.data is None and t.data is not None
+                                     and (first.shape, first.dtype) == (t.shape, t.dtype)):
+                    found[key] = t
+                elif (first.shape, first.dtype) != (t.shape, t.dtype):
+                    raise TosaValidationError(
+                        f"variable {key!r} is declared {first.dtype}{list(first.shape)} and "
+                        f"{t.dtype}{list(t.shape)} (tensor {t.name!r} of block {block.name!r})")
+                if t.data is not None and tuple(t.data.shape) != t.shape:
+                    raise TosaValidationError(
+                        f"variable {key!r}: initial value of shape {list(t.data.shape)} for a "
+                        f"variable of shape {list(t.shape)}")
+    return found
+
+
+def initial_state(graph: Graph) -> dict[str, np.ndarray]:
+    """Each variable's initial value as a host array (zeros where the file gives none: reading
+    a variable never written is a REQUIRE violation, so any value is allowed there)."""
+    return {key: (t.data if t.data is not None else np.zeros(t.shape, HOST_DTYPES[t.dtype]))
+            for key, t in graph_variables(graph).items()}
+
+
+def initial_values(graph: Graph) -> dict[str, Any]:
+    """``initial_state`` as graph-function values (INT48 as Wide pairs)."""
+    variables = graph_variables(graph)
+    return {key: host_to_value(v, variables[key].dtype)
+            for key, v in initial_state(graph).items()}
+
+
+def _checked(graph: Graph) -> None:
+    if not graph.regions or not graph.regions[0].blocks:
+        raise TosaValidationError("the graph has no region or no block: nothing to run")
+    check_block(graph, graph.main)
+    graph_variables(graph)
 
 
 def graph_function(graph: Graph) -> Callable[..., tuple[Any, ...]]:
-    """The pure function of the graph's entry block: inputs in order -> tuple of outputs."""
-    check_block(graph, graph.main)
+    """The pure function of the graph's entry block: inputs in order -> tuple of outputs.
+
+    A graph with variables (EXT-VARIABLE) has no such function: its outputs depend on its
+    state. Calling this one raises; use ``graph_state_function``.
+    """
+    _checked(graph)
+    if graph_variables(graph):
+        names = sorted(graph_variables(graph))
+
+        def stateful(*args: Any) -> tuple[Any, ...]:
+            raise TosaUnsupportedError(
+                f"this graph has variables {names} (EXT-VARIABLE): its outputs depend on its "
+                "state; use fn_with_state(state, *inputs) -> (outputs, new_state)")
+
+        return stateful
 
     def fn(*args: Any) -> tuple[Any, ...]:
         return evaluate_block(graph, graph.main, args)
+
+    return fn
+
+
+def graph_state_function(graph: Graph) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
+    """The pure function of a graph with variables: ``fn(state, *inputs) -> (outputs, state)``.
+
+    ``state`` maps variable names to values (INT48 as Wide pairs); variables it leaves out
+    start from their initial values. The returned state holds every variable. For a graph
+    without variables the state is ``{}``.
+    """
+    _checked(graph)
+    names = set(graph_variables(graph))
+
+    def fn(state: dict[str, Any], *args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        unknown = sorted(set(state) - names)
+        if unknown:
+            raise TosaInputError(f"unknown variable(s) {unknown}; the graph's variables are "
+                                 f"{sorted(names)}")
+        full = initial_values(graph) if set(state) != names else {}
+        full.update(state)
+        return run_block(graph, graph.main, args, full)
 
     return fn
 

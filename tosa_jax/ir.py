@@ -57,6 +57,12 @@ class Tensor:
     variable: bool = False
     variable_name: str | None = None
 
+    @property
+    def variable_key(self) -> str:
+        """The name of the variable a variable tensor holds (EXT-VARIABLE): ``variable_name``,
+        the variable's globally unique identifier, or the tensor's own name when unset."""
+        return self.variable_name or self.name
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tensor):
             return NotImplemented
@@ -109,7 +115,14 @@ class Graph:
         return self.regions[0].blocks[0]
 
     def block(self, name: str) -> Block:
-        """Find a block by name (control-flow operators name the blocks they run)."""
+        """The block a control-flow attribute (then_graph, body_graph, ...) names.
+
+        TOSA 1.0 files name a region, whose first block runs; older serializations name a block
+        (of any region). A region of that name wins over a block of that name.
+        """
+        for region in self.regions:
+            if region.name == name and region.blocks:
+                return region.blocks[0]
         for region in self.regions:
             for block in region.blocks:
                 if block.name == name:

@@ -12,9 +12,17 @@ import numpy as np
 
 from tosa_jax import serialization
 from tosa_jax.errors import TosaError, TosaFormatError, TosaInputError
-from tosa_jax.executor import graph_function, host_to_value
+from tosa_jax.executor import (
+    graph_function,
+    graph_state_function,
+    graph_variables,
+    host_to_value,
+    initial_state,
+)
 from tosa_jax.ir import HOST_DTYPES, Graph
+from tosa_jax.limits import Limits, check_graph
 from tosa_jax.lowering.numerics import INT_RANGES, Wide, wide_to_numpy
+from tosa_jax.profiles import validate
 
 
 @dataclass(frozen=True)
@@ -34,11 +42,13 @@ class TensorSpec:
         return f"TensorSpec({self.name!r}, {list(self.shape)}, {self.dtype})"
 
 
-def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph) -> Graph:
+def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph,
+                limits: Limits | None = None) -> Graph:
+    """A Graph from a path, bytes or a Graph; a Graph is returned as it is, unchecked."""
     if isinstance(source, Graph):
         return source
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return serialization.read(source)
+        return serialization.read(source, limits=limits)
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.exists(path):
@@ -48,7 +58,7 @@ def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Gra
         with open(path, "rb") as f:
             data = f.read()
         try:
-            return serialization.read(data)
+            return serialization.read(data, limits=limits)
         except TosaError as e:
             raise type(e)(f"{path}: {e}") from e
     raise TosaFormatError(f"cannot load a TOSA graph from {type(source).__name__}: "
@@ -63,18 +73,42 @@ class Model:
     * ``model.run({name: array}) -> {name: numpy array}`` for name-based use.
     * ``model.fn``: the pure JAX function (inputs in order -> tuple of outputs), for use in the
       caller's own ``jit``/``vmap``. There INT48 values are ``numerics.Wide`` pairs.
+
+    Stateful graphs (EXT-VARIABLE) keep their variables in the Model, across calls: each call
+    reads them and commits what the graph writes (only when the call succeeds).
+
+    * ``model.variables``: name, shape and type of each variable (``[]`` for most graphs);
+    * ``model.state -> {name: numpy array}``: the values they hold now;
+    * ``model.set_state({name: array})`` sets some or all of them; ``model.reset_state()`` puts
+      every one back to its initial value (the graph's ``initial_value``, zeros where none);
+    * ``model.fn_with_state(state, *inputs) -> (outputs, new_state)``: the pure function, state
+      as ``{name: value}`` (variables left out start from their initial values; the returned
+      state holds all). Such a graph's ``model.fn`` raises: its outputs depend on the state.
     """
 
-    def __init__(self, graph: Graph, *, device: jax.Device | str | None = None) -> None:
+    def __init__(self, graph: Graph, *, device: jax.Device | str | None = None,
+                 limits: Limits | None = None, profile: str | list[str] | None = None,
+                 extensions: list[str] | None = None, level: str | None = None) -> None:
         self.graph = graph
+        # Sizes and structure are checked before anything is traced or allocated.
+        self.declared_bytes = check_graph(graph, limits or Limits.default())
+        # TOSA 1.0.2 ERROR_IFs, and what the graph needs against what was asked for
+        # (tosa_jax.profiles; None accepts whatever the graph needs).
+        self.requirements = validate(graph, profile, extensions, level)
+        self.fn = graph_function(graph)
+        self.fn_with_state = graph_state_function(graph)
         block = graph.main
         self.inputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
                        for n in block.inputs]
         self.outputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
                         for n in block.outputs]
-        self.fn = graph_function(graph)
         self.device = jax.devices(device)[0] if isinstance(device, str) else device
-        self._jitted = jax.jit(self.fn)
+        self.variables = [TensorSpec(k, t.shape, t.dtype)
+                          for k, t in graph_variables(graph).items()]
+        self._state: dict[str, Any] = {}
+        if self.variables:
+            self.reset_state()
+        self._jitted = jax.jit(self.fn_with_state if self.variables else self.fn)
 
     @property
     def version(self) -> str:
@@ -128,7 +162,40 @@ class Model:
     # -- calling -------------------------------------------------------------------------
 
     def _execute(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
-        return self._jitted(*self._bind(args, kwargs))
+        if not self.variables:
+            return self._jitted(*self._bind(args, kwargs))
+        outs, self._state = self._jitted(self._state, *self._bind(args, kwargs))
+        return outs
+
+    # -- variables (EXT-VARIABLE) -----------------------------------------------------------
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """The values the graph's variables hold now, by name (INT48 as int64)."""
+        return {k: (wide_to_numpy(v) if isinstance(v, Wide) else np.asarray(v))
+                for k, v in self._state.items()}
+
+    def set_state(self, values: Mapping[str, Any]) -> None:
+        """Set some or all variables ({name: array}); the others keep their values."""
+        specs = {s.name: s for s in self.variables}
+        if not isinstance(values, Mapping):
+            raise TosaInputError("set_state() takes a mapping {variable name: array}")
+        unknown = sorted(set(values) - set(specs))
+        if unknown:
+            raise TosaInputError(f"unknown variable(s) {unknown}; the graph's variables are "
+                                 f"{sorted(specs)}")
+        checked = {}
+        for name, value in values.items():
+            try:
+                checked[name] = self._check_input(specs[name], value)
+            except TosaInputError as e:
+                raise TosaInputError(f"set_state: {e}".replace("input ", "variable ", 1)) from e
+        self._state = {**self._state, **checked}
+
+    def reset_state(self) -> None:
+        """Put every variable back to its initial value."""
+        self._state = {}
+        self.set_state(initial_state(self.graph))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         outs = tuple(wide_to_numpy(o) if isinstance(o, Wide) else o
@@ -145,9 +212,21 @@ class Model:
 
 
 def load(source: str | os.PathLike | bytes | Graph, *,
-         device: jax.Device | str | None = None) -> Model:
+         device: jax.Device | str | None = None, max_elements: int | None = None,
+         max_bytes: int | None = None, profile: str | list[str] | None = None,
+         extensions: list[str] | None = None, level: str | None = None) -> Model:
     """Load a TOSA 1.0 flatbuffer (path or bytes) or an IR Graph as a callable Model.
 
     ``device``: a JAX device, or a platform name ("cpu", "gpu"); by default JAX's default device.
+    ``max_elements`` (per tensor) and ``max_bytes`` (all tensors of the graph together, as
+    declared) override the defaults of ``tosa_jax.limits``; a graph over them is refused with a
+    TosaLimitError before anything is allocated or traced.
+    ``profile`` ("PRO-INT", ["PRO-INT", "PRO-FP"] or a spec string such as "TOSA-1.0+INT+int16"),
+    ``extensions`` and ``level`` ("8K", "none"): what the caller's target offers; a graph that
+    breaks a TOSA 1.0.2 ERROR_IF, or needs more than offered, is refused with a
+    TosaValidationError. None (the default) accepts whatever the graph needs; the graph's needs
+    are ``model.requirements`` (see ``tosa_jax.profiles``).
     """
-    return Model(read_source(source), device=device)
+    limits = Limits.default(max_elements=max_elements, max_bytes=max_bytes)
+    return Model(read_source(source, limits), device=device, limits=limits, profile=profile,
+                 extensions=extensions, level=level)
