@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from tosa_jax import serialization
-from tosa_jax.errors import TosaError, TosaFormatError, TosaInputError
+from tosa_jax.errors import TosaError, TosaFormatError, TosaInputError, TosaLimitError
 from tosa_jax.executor import (
     graph_function,
     graph_state_function,
@@ -20,7 +20,7 @@ from tosa_jax.executor import (
     initial_state,
 )
 from tosa_jax.ir import HOST_DTYPES, Graph
-from tosa_jax.limits import Limits, check_graph
+from tosa_jax.limits import Limits, check_graph, human_bytes
 from tosa_jax.lowering.numerics import INT_RANGES, Wide, wide_to_numpy
 from tosa_jax.profiles import validate
 
@@ -91,7 +91,8 @@ class Model:
                  extensions: list[str] | None = None, level: str | None = None) -> None:
         self.graph = graph
         # Sizes and structure are checked before anything is traced or allocated.
-        self.declared_bytes = check_graph(graph, limits or Limits.default())
+        self.limits = limits or Limits.default()
+        self.declared_bytes = check_graph(graph, self.limits)
         # TOSA 1.0.2 ERROR_IFs, and what the graph needs against what was asked for
         # (tosa_jax.profiles; None accepts whatever the graph needs).
         self.requirements = validate(graph, profile, extensions, level)
@@ -109,6 +110,7 @@ class Model:
         if self.variables:
             self.reset_state()
         self._jitted = jax.jit(self.fn_with_state if self.variables else self.fn)
+        self._sized: set[tuple[Any, ...]] = set()  # input signatures whose memory was checked
 
     @property
     def version(self) -> str:
@@ -161,10 +163,36 @@ class Model:
 
     # -- calling -------------------------------------------------------------------------
 
+    def _check_memory(self, args: tuple[Any, ...]) -> None:
+        """Before the first run of each input signature: compile, and refuse an executable
+        whose arguments, outputs and temporaries need more than ``limits.max_bytes``.
+
+        The declared tensors are checked at load time; this also bounds what the operators
+        hold inside (a convolution's padded input, say), before any of it is allocated. The
+        executable is compiled once: the call that follows finds it in JAX's caches."""
+        key = (jax.config.jax_enable_x64, *((a.shape, a.dtype) for a in jax.tree.leaves(args)))
+        if key in self._sized:
+            return
+        stats = self._jitted.lower(*args).compile().memory_analysis()
+        if stats is not None:
+            need = (stats.argument_size_in_bytes + stats.output_size_in_bytes
+                    + stats.temp_size_in_bytes - stats.alias_size_in_bytes)
+            if need > self.limits.max_bytes:
+                raise TosaLimitError(
+                    f"compiled, the graph needs {need} bytes ({human_bytes(need)}) of memory "
+                    f"for its arguments, outputs and intermediates ({stats.temp_size_in_bytes} "
+                    f"bytes of them temporaries), over the limit of {self.limits.max_bytes} "
+                    f"bytes ({human_bytes(self.limits.max_bytes)}); nothing was allocated; "
+                    "raise it with load(..., max_bytes=...) if this is intended")
+        self._sized.add(key)
+
     def _execute(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+        bound = self._bind(args, kwargs)
         if not self.variables:
-            return self._jitted(*self._bind(args, kwargs))
-        outs, self._state = self._jitted(self._state, *self._bind(args, kwargs))
+            self._check_memory(tuple(bound))
+            return self._jitted(*bound)
+        self._check_memory((self._state, *bound))
+        outs, self._state = self._jitted(self._state, *bound)
         return outs
 
     # -- variables (EXT-VARIABLE) -----------------------------------------------------------

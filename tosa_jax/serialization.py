@@ -31,11 +31,9 @@ from tosa_jax.ir import (
     Tensor,
     num_elements,
 )
+from tosa_jax.limits import Limits, SizeBudget, tensor_bytes
 
 FILE_IDENTIFIER = b"TOSA"
-# Limits on what a file may declare, checked before anything is allocated.
-MAX_RANK = 16
-MAX_ELEMENTS = 1 << 32
 
 
 def _enum_names(cls: type) -> dict[int, str]:
@@ -122,85 +120,6 @@ def _dtype_name(value: int, what: str) -> str:
     return name
 
 
-def _shape(values: Any, what: str) -> tuple[int, ...]:
-    shape = tuple(int(d) for d in (values if values is not None else ()))
-    if len(shape) > MAX_RANK:
-        raise TosaLimitError(f"{what}: rank {len(shape)} is over the limit of {MAX_RANK}")
-    if any(d < 0 for d in shape):
-        raise TosaFormatError(f"{what}: negative dimension in shape {list(shape)}")
-    if num_elements(shape) > MAX_ELEMENTS:
-        raise TosaLimitError(f"{what}: shape {list(shape)} declares {num_elements(shape)} "
-                             f"elements, over the limit of {MAX_ELEMENTS}")
-    return shape
-
-
-def _tensor(t: Any, where: str) -> Tensor:
-    name = t.name.decode() if isinstance(t.name, bytes) else t.name
-    what = f"tensor {name!r} in {where}"
-    if t.isUnranked:
-        raise TosaUnsupportedError(f"{what}: unranked tensors are not part of TOSA 1.0")
-    dtype = _dtype_name(t.type, what)
-    shape = _shape(t.shape, what)
-    data = None
-    if t.offset > 1 or t.size:
-        raise TosaUnsupportedError(f"{what}: data stored outside the flatbuffer (>2 GB models)")
-    if t.data is not None and len(t.data):
-        data = decode_data(np.asarray(t.data), dtype, shape, what)
-    vname = t.variableName.decode() if isinstance(t.variableName, bytes) else t.variableName
-    return Tensor(name, shape, dtype, data, bool(t.variable), vname)
-
-
-def _attrs(op_name: str, attr: Any, input_dtype: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if attr is None:
-        return out
-    for key, value in vars(attr).items():
-        key = _snake(key)
-        if key in _ENUM_FIELDS:
-            value = _ENUM_FIELDS[key].get(int(value), f"UNKNOWN({int(value)})")
-        elif key in _TYPED_BYTE_FIELDS and input_dtype is not None:
-            raw = np.asarray(value if value is not None else [], dtype=np.uint8)
-            value = decode_data(raw, input_dtype, (), f"{op_name} attribute {key}")[()]
-        elif isinstance(value, bytes):
-            value = value.decode()
-        elif isinstance(value, np.ndarray) or isinstance(value, list):
-            value = tuple(int(v) for v in value)
-        elif isinstance(value, (bool, np.bool_)):
-            value = bool(value)
-        out[key] = value
-    return out
-
-
-def _block(b: Any, region: str) -> Block:
-    name = _str(b.name)
-    where = f"block {name!r} of region {region!r}"
-    block = Block(name)
-    for t in b.tensors or []:
-        tensor = _tensor(t, where)
-        block.tensors[tensor.name] = tensor
-    for s in b.shapes or []:  # 1.1-draft files may keep shapes apart from tensors
-        sname = _str(s.name)
-        data = None
-        if s.data is not None and len(s.data):
-            data = decode_data(np.asarray(s.data), "SHAPE", (int(s.rank),), f"shape {sname!r}")
-        block.tensors[sname] = Tensor(sname, (int(s.rank),), "SHAPE", data)
-    for i, o in enumerate(b.operators or []):
-        op_name = OP_NAMES.get(o.op)
-        location = (_str(o.location.text) if o.location is not None else "") or None
-        if op_name is None or op_name == "UNKNOWN":
-            raise TosaUnsupportedError(
-                f"operator #{i} of {where}: unknown operator code {o.op}"
-                + (f" (at {location})" if location else ""))
-        inputs = [_str(n) for n in (o.inputs or [])]
-        first = block.tensors.get(inputs[0]) if inputs else None
-        attrs = _attrs(op_name, o.attribute, first.dtype if first is not None else None)
-        block.operators.append(Operator(op_name, inputs, [_str(n) for n in (o.outputs or [])],
-                                        attrs, location))
-    block.inputs = [_str(n) for n in (b.inputs or [])]
-    block.outputs = [_str(n) for n in (b.outputs or [])]
-    return block
-
-
 def _str(value: Any) -> str:
     if value is None:
         return ""
@@ -218,8 +137,170 @@ def check_version(version: tuple[int, int, int, bool]) -> None:
         f"(and the 1.1.0 draft stamp of tosa-tools' 1.0.2 conformance tests)")
 
 
-def read(data: bytes | bytearray | memoryview) -> Graph:
-    """Decode a TOSA flatbuffer into a Graph, refusing anything malformed with a TosaError."""
+# Per materialised item (name, list entry, table): a generous stand-in for Python's overhead.
+_ITEM_COST = 64
+
+
+class _Reader:
+    """Walks the flatbuffer table by table, within two budgets fixed before anything is read.
+
+    * Declared tensor sizes go to a ``SizeBudget`` (``Limits``), checked before data is decoded.
+    * Names, lists and attribute vectors are charged as they are materialised: a flatbuffer may
+      point many times at the same string, table or vector, so a small file could otherwise
+      expand without bound. A sound file needs far less than ``64 * len(file) + 1 MiB``.
+    """
+
+    def __init__(self, buf: bytes, limits: Limits) -> None:
+        self.buf = buf
+        self.limits = limits
+        self.sizes = SizeBudget(limits)
+        self.budget = _ITEM_COST * len(buf) + (1 << 20)
+        self.spent = 0
+
+    def charge(self, n: int) -> None:
+        self.spent += n + _ITEM_COST
+        if self.spent > self.budget:
+            raise TosaFormatError(
+                f"corrupt TOSA flatbuffer: its {len(self.buf)} bytes expand to more than "
+                f"{self.budget} bytes of names, lists and tables (offsets pointing many times "
+                "at the same data)")
+
+    def string(self, value: bytes | None) -> str:
+        self.charge(len(value) if value is not None else 0)
+        return _str(value)
+
+    def strings(self, get: Any, count: int) -> list[str]:
+        return [self.string(get(i)) for i in range(count)]
+
+    def graph(self, root: Any) -> list[Region]:
+        # First the declared sizes of every tensor, against the limits, before any data is read.
+        # Every table visited is charged: shared offsets cannot multiply the work either.
+        for i in range(root.RegionsLength()):
+            r = root.Regions(i)
+            self.charge(0)
+            for j in range(r.BlocksLength()):
+                b = r.Blocks(j)
+                self.charge(0)
+                where = f"block #{j} of region #{i}"
+                for k in range(b.TensorsLength()):
+                    t = b.Tensors(k)
+                    what = f"tensor {self.string(t.Name())!r} in {where}"
+                    dtype = _dtype_name(t.Type(), what)
+                    self.sizes.add(self.shape(t.ShapeAsNumpy(), what), dtype, what)
+                for k in range(b.ShapesLength()):
+                    self.charge(0)
+                    self.sizes.add((int(b.Shapes(k).Rank()),), "SHAPE", f"shape #{k} in {where}")
+        self.sizes.check()
+        regions = []
+        for i in range(root.RegionsLength()):
+            r = root.Regions(i)
+            rname = self.string(r.Name())
+            regions.append(Region(rname, [self.block(r.Blocks(j), rname)
+                                          for j in range(r.BlocksLength())]))
+        return regions
+
+    def shape(self, values: Any, what: str) -> tuple[int, ...]:
+        if values is None or isinstance(values, int):  # absent vector: rank 0
+            values = ()
+        if len(values) > self.limits.max_rank:
+            raise TosaLimitError(f"{what}: rank {len(values)} is over the limit of "
+                                 f"{self.limits.max_rank}")
+        self.charge(8 * len(values))
+        shape = tuple(int(d) for d in values)
+        if any(d < 0 for d in shape):
+            raise TosaFormatError(f"{what}: negative dimension in shape {list(shape)}")
+        return shape
+
+    def tensor(self, t: Any, where: str) -> Tensor:
+        name = self.string(t.Name())
+        what = f"tensor {name!r} in {where}"
+        if t.IsUnranked():
+            raise TosaUnsupportedError(f"{what}: unranked tensors are not part of TOSA 1.0")
+        dtype = _dtype_name(t.Type(), what)
+        shape = self.shape(t.ShapeAsNumpy(), what)
+        if t.Offset() > 1 or t.Size():
+            raise TosaUnsupportedError(
+                f"{what}: data stored outside the flatbuffer (>2 GB models)")
+        data = None
+        raw = t.DataAsNumpy()  # 0 when absent; an empty vector is the data of a 0-size tensor
+        if not isinstance(raw, int) and (len(raw) or num_elements(shape) == 0):
+            self.charge(min(len(raw), tensor_bytes(shape, dtype)))
+            data = decode_data(raw, dtype, shape, what)
+        vname = t.VariableName()
+        return Tensor(name, shape, dtype, data, bool(t.Variable()),
+                      None if vname is None else self.string(vname))
+
+    def attrs(self, op_name: str, attr: Any, input_dtype: str | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if attr is None:
+            return out
+        self.charge(0)
+        for key, value in vars(attr).items():
+            key = _snake(key)
+            if isinstance(value, (bytes, str, np.ndarray, list)):
+                self.charge(8 * len(value))
+            if key in _ENUM_FIELDS:
+                value = _ENUM_FIELDS[key].get(int(value), f"UNKNOWN({int(value)})")
+            elif key in _TYPED_BYTE_FIELDS and input_dtype is not None:
+                raw = np.asarray(value if value is not None else [], dtype=np.uint8)
+                value = decode_data(raw, input_dtype, (), f"{op_name} attribute {key}")[()]
+            elif isinstance(value, bytes):
+                value = value.decode()
+            elif isinstance(value, np.ndarray) or isinstance(value, list):
+                value = tuple(int(v) for v in value)
+            elif isinstance(value, (bool, np.bool_)):
+                value = bool(value)
+            out[key] = value
+        return out
+
+    def operator(self, o: Any, i: int, block: Block, where: str) -> Operator:
+        self.charge(0)
+        op_name = OP_NAMES.get(o.Op())
+        loc = o.Location()
+        location = (self.string(loc.Text()) if loc is not None else "") or None
+        if op_name is None or op_name == "UNKNOWN":
+            raise TosaUnsupportedError(
+                f"operator #{i} of {where}: unknown operator code {o.Op()}"
+                + (f" (at {location})" if location else ""))
+        inputs = self.strings(o.Inputs, o.InputsLength())
+        outputs = self.strings(o.Outputs, o.OutputsLength())
+        first = block.tensors.get(inputs[0]) if inputs else None
+        attr = fb.AttributeCreator(o.AttributeType(), o.Attribute())
+        attrs = self.attrs(op_name, attr, first.dtype if first is not None else None)
+        return Operator(op_name, inputs, outputs, attrs, location)
+
+    def block(self, b: Any, region: str) -> Block:
+        name = self.string(b.Name())
+        where = f"block {name!r} of region {region!r}"
+        block = Block(name)
+        for i in range(b.TensorsLength()):
+            tensor = self.tensor(b.Tensors(i), where)
+            block.tensors[tensor.name] = tensor
+        for i in range(b.ShapesLength()):  # 1.1-draft files may keep shapes apart from tensors
+            s = b.Shapes(i)
+            sname = self.string(s.Name())
+            shape = (int(s.Rank()),)
+            raw, data = s.DataAsNumpy(), None
+            if not isinstance(raw, int) and len(raw):
+                self.charge(min(len(raw), tensor_bytes(shape, "SHAPE")))
+                data = decode_data(raw, "SHAPE", shape, f"shape {sname!r}")
+            block.tensors[sname] = Tensor(sname, shape, "SHAPE", data)
+        for i in range(b.OperatorsLength()):
+            block.operators.append(self.operator(b.Operators(i), i, block, where))
+        block.inputs = self.strings(b.Inputs, b.InputsLength())
+        block.outputs = self.strings(b.Outputs, b.OutputsLength())
+        return block
+
+
+def read(data: bytes | bytearray | memoryview, *, max_elements: int | None = None,
+         max_bytes: int | None = None, limits: Limits | None = None) -> Graph:
+    """Decode a TOSA flatbuffer into a Graph, refusing anything malformed with a TosaError.
+
+    Declared sizes are checked against ``limits`` (by default ``Limits.default()`` with
+    ``max_elements``/``max_bytes`` in place) before anything is allocated: see ``limits.py``.
+    """
+    if limits is None:
+        limits = Limits.default(max_elements=max_elements, max_bytes=max_bytes)
     buf = bytes(data)
     if len(buf) < 8:
         raise TosaFormatError(f"not a TOSA flatbuffer: only {len(buf)} bytes")
@@ -233,15 +314,13 @@ def read(data: bytes | bytearray | memoryview) -> Graph:
             raise TosaFormatError("corrupt TOSA flatbuffer: no version table")
         version = (v._Major(), v._Minor(), v._Patch(), bool(v._Draft()))
         check_version(version)
-        g = fb.TosaGraphT.InitFromObj(root)
-        regions = []
-        for r in g.regions or []:
-            rname = _str(r.name)
-            regions.append(Region(rname, [_block(b, rname) for b in (r.blocks or [])]))
+        regions = _Reader(buf, limits).graph(root)
     except TosaError:
         raise
     except RecursionError as e:
         raise TosaFormatError("corrupt TOSA flatbuffer: nesting too deep") from e
+    except MemoryError:
+        raise
     except Exception as e:  # any decoding failure of a damaged buffer
         raise TosaFormatError(
             f"corrupt or truncated TOSA flatbuffer ({type(e).__name__}: {e})") from e
