@@ -1,4 +1,5 @@
-"""The ``tosa-jax`` command line: ``run`` a graph on .npy inputs, ``info`` about a graph."""
+"""The ``tosa-jax`` command line: ``run`` a graph on .npy inputs, ``info`` about a graph,
+``check`` what it requires (profiles, extensions, level) and whether it is valid TOSA."""
 
 from __future__ import annotations
 
@@ -46,6 +47,36 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """Print what a graph requires and any ERROR_IF it breaks; 0 when valid (for the target)."""
+    from tosa_jax import profiles  # reads the IR only: no JAX tracing, no lowering
+
+    profile = args.profile[0] if args.profile and len(args.profile) == 1 else args.profile
+    try:
+        target = profiles.make_target(profile, args.extension, args.level)
+    except profiles.TosaNameError as e:
+        print(f"tosa-jax: error: {e}", file=sys.stderr)
+        return 2
+    graph = read_source(args.graph)
+    analysis = profiles.analyse(graph)
+    req = profiles.requirements_of(analysis)
+    major, minor, patch, draft = graph.version
+    print(f"{args.graph}: TOSA {major}.{minor}.{patch}{'-draft' if draft else ''}, "
+          f"{len(req.operators)} operators")
+    print(req.table())
+    for note in target.notes:
+        print(f"note: {note}")
+    problems = profiles.check_target(analysis, target) if not analysis.violations else []
+    if req.valid and not problems:
+        print(f"valid for {target.describe()}")
+        return 0
+    for p in problems:
+        print(f"needs more: {p}")
+    print("NOT VALID" + ("" if req.valid else ": the graph breaks the rules above")
+          + (f" for {target.describe()}" if problems else ""))
+    return 1
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     model = load(args.graph, device=args.device)
     inputs = _parse_inputs(model, args.inputs)
@@ -74,6 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("info", help="version, inputs, outputs and operator counts of a graph")
     p.add_argument("graph")
     p.set_defaults(func=cmd_info)
+    p = sub.add_parser("check", help="profiles, extensions and level a graph needs; ERROR_IFs")
+    p.add_argument("graph")
+    p.add_argument("--profile", nargs="+", metavar="PROFILE",
+                   help="profiles offered (PRO-INT, PRO-FP) or a spec string such as "
+                        "TOSA-1.0+INT+int16; default: any")
+    p.add_argument("--extension", nargs="*", metavar="EXT",
+                   help="extensions offered (EXT-INT16 or int16 ...); default: any")
+    p.add_argument("--level", help="level to check: 8K or none; default: not checked")
+    p.set_defaults(func=cmd_check)
     p = sub.add_parser("run", help="run a graph on .npy inputs")
     p.add_argument("graph")
     p.add_argument("inputs", nargs="*", metavar="[NAME=]FILE.npy",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -107,6 +108,7 @@ class Model:
         self.variables = [TensorSpec(k, t.shape, t.dtype)
                           for k, t in graph_variables(graph).items()]
         self._state: dict[str, Any] = {}
+        self._state_lock = threading.Lock()
         if self.variables:
             self.reset_state()
         self._jitted = jax.jit(self.fn_with_state if self.variables else self.fn)
@@ -191,8 +193,9 @@ class Model:
         if not self.variables:
             self._check_memory(tuple(bound))
             return self._jitted(*bound)
-        self._check_memory((self._state, *bound))
-        outs, self._state = self._jitted(self._state, *bound)
+        with self._state_lock:  # read-run-write of the state is one step across threads
+            self._check_memory((self._state, *bound))
+            outs, self._state = self._jitted(self._state, *bound)
         return outs
 
     # -- variables (EXT-VARIABLE) -----------------------------------------------------------
