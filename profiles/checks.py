@@ -1,0 +1,1394 @@
+"""Static analysis of a TOSA graph against TOSA 1.0.2: type support, ERROR_IF rules, levels.
+
+One pass over every operator of every block (the IR only) produces, per operator, an ``OpInfo``:
+the matched row of the spec's Supported Data Types table, the profile/extension options that
+include it (and what else the operator needs: EXT-DYNAMIC for non-constant CTC inputs, the
+rounding extensions of RESCALE), the values its level limits constrain, and every ERROR_IF that
+the graph breaks as a ``Violation`` naming operator, argument, rule and values.
+
+Rules come from three places of the specification, all checkable before execution:
+
+* the operator's Arguments table (tosa.xml, via ``spec_data``): input/output counts, ranks,
+  shapes (symbols such as ``[N,IH,IW,C]`` must agree between arguments), element types that
+  must agree (``in_out_t``), fixed sizes of attribute arrays, and CTC inputs;
+* the Supported Data Types table: the combination of element types must be one of its rows;
+* the operator's pseudocode ERROR_IFs (and those of the helpers it calls: broadcast_shape,
+  idiv_check), one function per operator below, named after it. Output shapes must equal the
+  shapes the inputs and attributes derive ("the shape of each output argument must be derivable
+  from operator input arguments and attributes", Operators chapter).
+
+Graph structure (Operator Graphs section): every name an operator or block uses is a tensor
+of its block, each tensor is produced once, operators have a topological order (they may be
+listed in another; a cycle is refused), control flow names existing blocks and never recurses,
+and graph inputs/outputs are not shape_t.
+
+REQUIRE conditions make a result unpredictable, not an error, and LEVEL_CHECKs are REQUIREs:
+level values are recorded and judged against a level by the caller, never refused here. Value
+rules on compile-time-constant inputs (zero points, RESIZE scales ...) are checked where those
+inputs are constants; under EXT-DYNAMIC they are graph inputs, known only when the graph runs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from typing import Any
+
+import numpy as np
+from tosa_jax.profiles import spec_data
+
+from tosa_jax.ir import Block, Graph, Operator, Tensor
+
+SPEC_OPERATORS: dict[str, Any] = spec_data.OPERATORS
+ACC_TYPES = ("INT32", "INT48", "FP16", "FP32")
+NAN_MODES = ("PROPAGATE", "IGNORE")
+RESIZE_MODES = ("NEAREST", "BILINEAR")  # the schema's names (spec: NEAREST_NEIGHBOR, BILINEAR)
+ROUNDING_EXTENSIONS = {name: v["extension"]
+                       for name, v in spec_data.ENUMS["rounding_mode_t"].items()}
+ELEMENT_BYTES = {"BOOL": 1, "INT4": 1, "INT8": 1, "INT16": 2, "INT32": 4, "INT48": 6,
+                 "SHAPE": 8, "FP16": 2, "BF16": 2, "FP32": 4, "FP8E4M3": 1, "FP8E5M2": 1}
+FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule: where (block, operator index, operator), which argument, the rule as the
+    spec words it, and the values that break it."""
+
+    block: str
+    index: int | None
+    op: str | None
+    argument: str | None
+    rule: str
+    values: str = ""
+    location: str | None = None
+
+    def where(self) -> str:
+        if self.op is None:
+            return f"block {self.block!r}"
+        loc = f", at {self.location}" if self.location else ""
+        return f"{self.op} (operator #{self.index} of block {self.block!r}{loc})"
+
+    def __str__(self) -> str:
+        arg = f" argument {self.argument!r}:" if self.argument else ""
+        vals = f" ({self.values})" if self.values else ""
+        return f"{self.where()}:{arg} {self.rule}{vals}"
+
+
+@dataclass
+class OpInfo:
+    """What one operator needs: its type-support row(s), profile/extension options, levels."""
+
+    block: str
+    index: int
+    op: str
+    location: str | None = None
+    mode: str | None = None
+    types: dict[str, str] = field(default_factory=dict)
+    # Alternatives, each a tuple of profile/extension names that together include the operator.
+    options: tuple[tuple[str, ...], ...] = ()
+    # Extensions needed beyond the type-support row (with the reason), added to every option.
+    extra: dict[str, str] = field(default_factory=dict)
+    # (limit name, value, what) for every LEVEL_CHECK(value <= limit) of the operator.
+    levels: list[tuple[str, int, str]] = field(default_factory=list)
+
+    def all_options(self) -> tuple[tuple[str, ...], ...]:
+        if not self.extra:
+            return self.options
+        extra = tuple(sorted(self.extra))
+        return tuple(tuple(dict.fromkeys(o + extra)) for o in self.options)
+
+
+# --------------------------------------------------------------------------------------------
+# the Arguments table, prepared once per operator
+
+
+_SHAPE_ITEM = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+
+
+@dataclass(frozen=True)
+class _Arg:
+    name: str
+    category: str
+    type: str
+    element_type: str
+    shape_symbol: str | None          # "shape1": the whole shape is a symbol
+    dims: tuple[str, ...] | None      # "[N,IH,IW,C]" -> ("N", "IH", "IW", "C")
+    rank: tuple[int | str, int | str] | None
+    ctc: tuple[str, ...]
+    ctc_remove: tuple[str, ...]
+    level_limits: tuple[tuple[str, str], ...]
+    optional: bool
+    is_list: bool
+
+
+@dataclass(frozen=True)
+class _OpSpec:
+    name: str
+    inputs: tuple[_Arg, ...]
+    outputs: tuple[_Arg, ...]
+    attributes: tuple[_Arg, ...]
+    typesupport: tuple[dict[str, Any], ...]
+    type_names: tuple[str, ...]
+
+
+def _arg(a: dict[str, Any]) -> _Arg:
+    shape = a["shape"]
+    symbol, dims = None, None
+    if shape.startswith("[") and shape.endswith("]"):
+        dims = tuple(d.strip() for d in shape[1:-1].split(","))
+    elif shape != "-":
+        symbol = shape
+    return _Arg(a["name"], a["category"], a["type"], a["element_type"], symbol, dims,
+                a["rank"], a["ctc"], a["ctc_remove"], a["level_limits"], a["optional"],
+                a["type"] == "tensor_list_t")
+
+
+@cache
+def op_spec(name: str) -> _OpSpec | None:
+    """The prepared Arguments and Supported Data Types tables of operator ``name``."""
+    spec = SPEC_OPERATORS.get(name)
+    if spec is None:
+        return None
+    args = [_arg(a) for a in spec["arguments"]]
+    return _OpSpec(name, tuple(a for a in args if a.category == "input"),
+                   tuple(a for a in args if a.category == "output"),
+                   tuple(a for a in args if a.category == "attribute"),
+                   spec["typesupport"], spec["type_names"])
+
+
+@cache
+def _compile(expr: str) -> Any:
+    py = expr.replace("/", "//")
+    if not re.fullmatch(r"[A-Za-z_0-9+\-*/() ]+", py):
+        raise ValueError(f"unexpected expression {expr!r} in the spec data")
+    return compile(py, f"<spec {expr}>", "eval")
+
+
+def _eval(expr: str, env: dict[str, int], ranks: dict[str, int]) -> int | None:
+    """Evaluate a spec shape expression (``C*M``, ``W/2 + 1``, ``2*rank(shape1)``)."""
+    text = re.sub(r"rank\((\w+)\)", lambda m: str(ranks[m.group(1)]) if m.group(1) in ranks
+                  else "None", expr)
+    if "None" in text:
+        return None
+    try:
+        return int(eval(_compile(text), {"__builtins__": {}}, env))  # noqa: S307
+    except (NameError, ZeroDivisionError, TypeError):
+        return None
+
+
+def idiv_check(numerator: int, denominator: int) -> int | None:
+    """The spec's idiv_check: the exact quotient, or None where it is not exact (ERROR_IF)."""
+    if denominator == 0:
+        return None
+    q = abs(numerator) // abs(denominator) * (1 if (numerator >= 0) == (denominator > 0) else -1)
+    return q if q * denominator == numerator else None
+
+
+def broadcast_shape(shape1: tuple[int, ...], shape2: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The spec's broadcast_shape, or None where it raises ERROR_IF."""
+    if len(shape1) != len(shape2):
+        return None
+    out = []
+    for a, b in zip(shape1, shape2):
+        if a == 1:
+            out.append(b)
+        elif b != 1 and b != a:
+            return None
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------
+# one operator
+
+
+class OpCheck:
+    """The state of checking one operator: its arguments bound to tensors, types, violations."""
+
+    def __init__(self, analysis: GraphAnalysis, block: Block, index: int, op: Operator,
+                 spec: _OpSpec) -> None:
+        self.analysis = analysis
+        self.block = block
+        self.index = index
+        self.opr = op
+        self.spec = spec
+        self.info = OpInfo(block.name, index, op.op, op.location)
+        self.tensors: dict[str, Tensor | list[Tensor]] = {}
+        self.types: dict[str, str] = {}
+        self.env: dict[str, int] = {}
+        self.ranks: dict[str, int] = {}
+        self.deferred: list[tuple[_Arg, int, str, int]] = []
+        self.named: dict[str, int] | None = None
+        self.failed = False
+
+    # -- reporting --------------------------------------------------------------------------
+
+    def fail(self, argument: str | None, rule: str, **values: Any) -> None:
+        text = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
+        self.analysis.violations.append(Violation(self.block.name, self.index, self.opr.op,
+                                                  argument, rule, text, self.opr.location))
+        self.failed = True
+
+    def level(self, limit: str, value: int, what: str) -> None:
+        self.info.levels.append((limit, int(value), what))
+
+    # -- arguments --------------------------------------------------------------------------
+
+    def t(self, name: str) -> Tensor:
+        value = self.tensors[name]
+        assert isinstance(value, Tensor)
+        return value
+
+    def has(self, name: str) -> bool:
+        return isinstance(self.tensors.get(name), Tensor)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.t(name).shape
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.opr.attrs.get(name, default)
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The values of a constant input (a CONST/CONST_SHAPE output), else None."""
+        t = self.tensors.get(name)
+        if isinstance(t, Tensor) and t.data is not None:
+            return t.data
+        return None
+
+    def scalar(self, name: str) -> int | float | None:
+        data = self.const(name)
+        if data is None or data.size < 1:
+            return None
+        v = data.reshape(-1)[0]
+        return float(v) if data.dtype.kind in "fV" else int(v)
+
+    def ints(self, name: str) -> tuple[int, ...] | None:
+        """An attribute array or a constant input, as Python ints."""
+        if name in self.opr.attrs:
+            value = self.opr.attrs[name]
+            return tuple(int(v) for v in value) if value is not None else None
+        data = self.const(name)
+        return None if data is None else tuple(data.reshape(-1).tolist())
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------------
+# the whole graph
+
+
+class GraphAnalysis:
+    """Analyse every block of a graph; ``infos`` per operator, ``violations`` found."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.violations: list[Violation] = []
+        self.infos: list[OpInfo] = []
+        self.graph_levels: list[tuple[str, int, str]] = []
+        self._blocks: dict[str, Block] = {}
+        self._depth: dict[str, int] = {}
+        self._forward = False
+
+    def run(self) -> GraphAnalysis:
+        graph = self.graph
+        if not graph.regions or not graph.regions[0].blocks:
+            self.violations.append(Violation("", None, None, None, "the graph has no block"))
+            return self
+        for region in graph.regions:
+            for block in region.blocks:
+                if block.name in self._blocks:
+                    self.violations.append(Violation(block.name, None, None, None,
+                                                     "two blocks share this name"))
+                self._blocks.setdefault(block.name, block)
+        for region in graph.regions:  # control flow names a region (TOSA 1.0) or a block
+            if region.blocks:
+                self._blocks[region.name] = region.blocks[0]
+        main = graph.main
+        for name in main.inputs + main.outputs:
+            t = main.tensors.get(name)
+            if t is not None and t.dtype == "SHAPE":
+                self.violations.append(Violation(
+                    main.name, None, None, name,
+                    "the inputs and outputs of a graph may not include elements of type shape_t",
+                    f"{name} is SHAPE"))
+        self._nesting(main.name, 0, ())
+        for region in graph.regions:
+            for block in region.blocks:
+                self._block(block)
+        return self
+
+    def _nesting(self, name: str, depth: int, stack: tuple[str, ...]) -> None:
+        """Nesting depth of each block under control flow (recursion is refused)."""
+        if name in stack:
+            self.violations.append(Violation(name, None, None, None,
+                                             "control flow recurses into this block",
+                                             " -> ".join(stack + (name,))))
+            return
+        if self._depth.get(name, -1) >= depth:
+            return
+        self._depth[name] = depth
+        block = self._blocks.get(name)
+        if block is None:
+            return
+        for op in block.operators:
+            if op.op in ("COND_IF", "WHILE_LOOP"):
+                self.graph_levels.append(("MAX_NESTING", depth + 1,
+                                          f"{op.op} nesting depth in block {name!r}"))
+                for key in ("then_graph", "else_graph", "cond_graph", "body_graph"):
+                    sub = op.attrs.get(key)
+                    if isinstance(sub, str) and sub:
+                        self._nesting(sub, depth + 1, stack + (name,))
+
+    def _block(self, block: Block) -> None:
+        tensors = block.tensors
+        produced: dict[str, int] = {}
+        for name in block.inputs:
+            if name not in tensors:
+                self.violations.append(Violation(block.name, None, None, name,
+                                                 "a block input is not a tensor of the block"))
+            produced[name] = -1
+        for name, t in tensors.items():
+            if t.variable:  # EXT-VARIABLE: holds a value from the start, may be written again
+                produced[name] = -1
+        log2 = self.graph_levels
+        for t in tensors.values():
+            size = ELEMENT_BYTES.get(t.dtype, 1)
+            for d in t.shape:
+                size *= d
+            if size > (1 << 31) - 1:
+                log2.append(("MAX_LOG2_SIZE", max(size, 1).bit_length(),
+                             f"tensor {t.name!r} of {size} bytes"))
+            if len(t.shape) > 6:
+                log2.append(("MAX_RANK", len(t.shape), f"rank of tensor {t.name!r}"))
+        for i, op in enumerate(block.operators):
+            for out in op.outputs:
+                if out in tensors and tensors[out].variable:
+                    continue
+                if out in produced:
+                    self.violations.append(Violation(
+                        block.name, i, op.op, out, "a tensor is produced more than once",
+                        "also by " + ("the block inputs" if produced[out] < 0
+                                      else f"operator #{produced[out]}")))
+                else:
+                    produced[out] = i
+        self._forward = False
+        for i, op in enumerate(block.operators):
+            self._operator(block, i, op, produced)
+        if self._forward:
+            self._cycles(block, produced)
+        for name in block.outputs:
+            if name not in tensors:
+                self.violations.append(Violation(block.name, None, None, name,
+                                                 "a block output is not a tensor of the block"))
+            elif name not in produced and tensors[name].data is None:
+                self.violations.append(Violation(block.name, None, None, name,
+                                                 "a block output is produced by no operator"))
+
+    def _cycles(self, block: Block, produced: dict[str, int]) -> None:
+        """Operators may be listed in any order that has a topological one: refuse cycles."""
+        ops = block.operators
+        deps = [{produced[n] for n in op.inputs if produced.get(n, -1) >= 0} for op in ops]
+        users: list[list[int]] = [[] for _ in ops]
+        for i, d in enumerate(deps):
+            for j in d:
+                users[j].append(i)
+        pending = [len(d) for d in deps]
+        ready = [i for i, n in enumerate(pending) if n == 0]
+        done = 0
+        while ready:
+            i = ready.pop()
+            done += 1
+            for u in users[i]:
+                pending[u] -= 1
+                if pending[u] == 0:
+                    ready.append(u)
+        if done < len(ops):
+            stuck = [i for i, n in enumerate(pending) if n > 0]
+            first = ops[stuck[0]]
+            self.violations.append(Violation(
+                block.name, stuck[0], first.op, None,
+                "operators form a cycle (each needs an input from a later operator): the "
+                "graph has no topological order",
+                "operators " + ", ".join(f"#{i} {ops[i].op}" for i in stuck[:10]),
+                first.location))
+
+    def _operator(self, block: Block, index: int, op: Operator, produced: dict[str, int]) -> None:
+        spec = op_spec(op.op)
+        if spec is None:
+            self.violations.append(Violation(block.name, index, op.op, None,
+                                             "not an operator of TOSA 1.0",
+                                             location=op.location))
+            return
+        if op.op in ("CONST", "CONST_SHAPE") and not op.inputs and len(op.outputs) == 1:
+            t = block.tensors.get(op.outputs[0])
+            if t is not None and t.data is not None and (t.dtype == "SHAPE") == (
+                    op.op == "CONST_SHAPE"):
+                m = _type_rows(op.op, (("out_t", t.dtype),) if op.op == "CONST" else (),
+                               None, None)
+                if m.error is None:  # the common case, without the general machinery
+                    self.infos.append(OpInfo(block.name, index, op.op, op.location, m.mode,
+                                             m.types, m.options))
+                    return
+        c = OpCheck(self, block, index, op, spec)
+        self.infos.append(c.info)
+        if op.op in VARIABLE_OPS:
+            _variable(c)
+            return
+        for name in op.inputs:
+            t = block.tensors.get(name)
+            if t is not None and name not in produced and t.data is None:
+                c.fail(None, "an input tensor is produced by no operator and is no block input",
+                       tensor=name)
+            elif t is not None and produced.get(name, -1) >= index:
+                self._forward = True  # valid unless a cycle: checked for the whole block
+        try:
+            if not _bind(c):
+                return
+            _check_shapes(c)
+            _match_types(c)
+            _check_attributes(c)
+            _check_ctc(c)
+            rule = RULES.get(op.op)
+            if rule is not None and not c.failed:
+                rule(c)
+            _level_limits(c)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+            # an attribute of the wrong kind (a damaged or hand-made graph): refused, named
+            c.fail(None, "malformed operator: an argument is not of the kind the spec defines",
+                   error=f"{type(e).__name__}: {e}")
+
+
+# --------------------------------------------------------------------------------------------
+# generic rules from the Arguments table
+
+
+def _bind(c: OpCheck) -> bool:
+    """Bind the operator's input/output tensor names to the spec's arguments (counts first)."""
+    op, spec, tensors = c.opr, c.spec, c.block.tensors
+    ins, outs = list(spec.inputs), list(spec.outputs)
+    for kind, names, args in (("input", op.inputs, ins), ("output", op.outputs, outs)):
+        fixed = [a for a in args if not a.is_list]
+        has_list = len(fixed) < len(args)
+        if (len(names) != len(fixed) and not has_list) or len(names) < len(fixed):
+            expected = (f"{len(fixed)} or more" if has_list else str(len(fixed)))
+            c.fail(None, f"ERROR_IF(operator {kind} tensors do not meet requirement of operator "
+                   f"Arguments {kind}s): {op.op} takes {expected} {kind}(s) "
+                   f"({', '.join(a.name for a in args)})", got=len(names), names=list(names))
+            return False
+        pos = 0
+        for a in args:
+            if a.is_list:
+                count = len(names) - len(fixed)
+                chosen = names[pos:pos + count]
+                pos += count
+            else:
+                chosen = [names[pos]]
+                pos += 1
+            found = []
+            for n in chosen:
+                t = tensors.get(n)
+                if t is None:
+                    c.fail(a.name, f"{kind} {n!r} is not a tensor of block {c.block.name!r}")
+                    return False
+                found.append(t)
+            c.tensors[a.name] = found if a.is_list else found[0]
+    return True
+
+
+def _check_shapes(c: OpCheck) -> None:
+    """Ranks, shape symbols shared between arguments, element types shared between arguments."""
+    env, ranks, deferred = c.env, c.ranks, c.deferred
+    whole: dict[str, tuple[str, tuple[int, ...]]] = {}
+    first: dict[str, str] = {}
+    for a in c.spec.inputs + c.spec.outputs:
+        value = c.tensors.get(a.name)
+        if value is None:
+            continue
+        items = value if isinstance(value, list) else [value]
+        for t in items:
+            rank = len(t.shape)
+            if a.rank is not None:
+                lo, hi = a.rank
+                if isinstance(lo, int) and rank < lo or isinstance(hi, int) and rank > hi:
+                    c.fail(a.name, f"rank must be in [{lo}, {hi}]", shape=t.shape, rank=rank)
+                    continue
+            if a.type == "shape_t" and t.dtype != "SHAPE":
+                c.fail(a.name, "argument of type shape_t must be a SHAPE tensor", type=t.dtype)
+            elif a.type == "tensor_t" and t.dtype == "SHAPE":
+                c.fail(a.name, "argument of type tensor_t may not be a SHAPE", type=t.dtype)
+            et = a.element_type
+            if et and et != "-" and a.type != "shape_t":
+                if et.isupper():
+                    if t.dtype != et:
+                        c.fail(a.name, f"element type must be {et}", type=t.dtype)
+                elif et in c.types and c.types[et] != t.dtype:
+                    c.fail(a.name, f"element type {et} must be the same for all its arguments",
+                           **{a.name: t.dtype, first[et]: c.types[et]})
+                else:
+                    c.types.setdefault(et, t.dtype)
+                    first.setdefault(et, a.name)
+        if isinstance(value, list) or not isinstance(value, Tensor):
+            continue
+        t = value
+        if a.shape_symbol is not None:
+            ranks[a.shape_symbol] = len(t.shape)
+            seen = whole.get(a.shape_symbol)
+            if seen is None:
+                whole[a.shape_symbol] = (a.name, t.shape)
+            elif seen[1] != t.shape:
+                c.fail(a.name, f"shape must equal the shape of {seen[0]!r} (both {a.shape_symbol})",
+                       **{a.name: t.shape, seen[0]: seen[1]})
+        elif a.dims is not None and a.type in ("tensor_t", "shape_t"):
+            if len(a.dims) != len(t.shape):
+                c.fail(a.name, f"shape must be [{','.join(a.dims)}]", shape=t.shape)
+                continue
+            for i, (d, n) in enumerate(zip(a.dims, t.shape)):
+                if d.isdigit():
+                    if n != int(d):
+                        c.fail(a.name, f"shape must be [{','.join(a.dims)}]", shape=t.shape)
+                elif _SHAPE_ITEM.match(d) and d not in ("TABLE_SIZE",):
+                    if d in env and env[d] != n:
+                        c.fail(a.name, f"dimension {d} must agree between arguments "
+                               f"(shape [{','.join(a.dims)}])",
+                               **{a.name: t.shape, d: env[d]})
+                    env.setdefault(d, n)
+                else:
+                    deferred.append((a, i, d, n))
+
+
+def _check_deferred(c: OpCheck) -> None:
+    """Dimensions given by expressions (``C*M``, ``W/2 + 1``, ``[rank(shape1)]``)."""
+    for a, _i, d, n in c.deferred:
+        want = _eval(d, c.env, c.ranks)
+        if want is not None and want != n:
+            t = c.t(a.name)
+            c.fail(a.name, f"shape must be [{','.join(a.dims or ())}]", shape=t.shape,
+                   **{d.replace(" ", ""): want})
+
+
+@dataclass(frozen=True)
+class _TypeMatch:
+    mode: str | None
+    types: dict[str, str]
+    params: tuple[tuple[str, int], ...]
+    options: tuple[tuple[str, ...], ...]
+    error: tuple[str | None, str, dict[str, Any]] | None = None
+
+
+@lru_cache(maxsize=4096)
+def _type_rows(op: str, bound: tuple[tuple[str, str], ...], acc: Any, mode: Any) -> _TypeMatch:
+    """The Supported Data Types rows of ``op`` for the bound element types (cached)."""
+    spec = op_spec(op)
+    assert spec is not None
+    rows = spec.typesupport
+    matches = [r for r in rows if all(r["types"].get(k, v) == v for k, v in bound)]
+    values = dict(bound)
+    if matches and "acc_t" in matches[0]["types"] and any(
+            a.name == "acc_type" for a in spec.attributes):
+        narrowed = [r for r in matches if r["types"].get("acc_t") == acc]
+        if not narrowed:
+            allowed = sorted({r["types"]["acc_t"] for r in matches})
+            return _TypeMatch(None, {}, (), (), (
+                "acc_type", "ERROR_IF(acc_type does not match acc_t of the Supported Data Types "
+                "table)", dict(acc_type=acc, allowed=allowed, **values)))
+        matches = narrowed
+    if op == "RESIZE" and matches:
+        word = {"NEAREST": "nearest", "BILINEAR": "bilinear"}.get(mode, "?")
+        narrowed = [r for r in matches if "," not in r["mode"] or r["mode"].endswith(word)]
+        if not narrowed:
+            return _TypeMatch(None, {}, (), (), (
+                "mode", "the mode does not match the Supported Data Types row of the element "
+                "types", dict(mode=mode, **values)))
+        matches = narrowed
+    if not matches:
+        allowed = "; ".join(" ".join(f"{k}={v}" for k, v in r["types"].items() if k in values)
+                            for r in rows)
+        return _TypeMatch(None, {}, (), (), (
+            None, "ERROR_IF(operator data types do not meet requirement of operator Supported "
+            "Data Types)", dict(values, allowed=f"[{allowed}]")))
+    row = matches[0]
+    options = tuple(dict.fromkeys(o for r in matches for o in r["options"]))
+    return _TypeMatch(row["mode"], {k: v for k, v in row["types"].items() if isinstance(v, str)},
+                      tuple((k, v) for k, v in row["types"].items() if isinstance(v, int)),
+                      options)
+
+
+def _match_types(c: OpCheck) -> None:
+    """Find the Supported Data Types rows of the operator's element types."""
+    attrs = c.opr.attrs
+    m = _type_rows(c.opr.op, tuple(c.types.items()), attrs.get("acc_type"), attrs.get("mode"))
+    if m.error is not None:
+        arg, rule, values = m.error
+        c.fail(arg, rule, **values)
+        return
+    c.env.update(m.params)
+    c.info.mode = m.mode
+    c.info.types = m.types
+    c.info.options = m.options
+    if c.deferred:
+        _check_deferred(c)
+
+
+def _check_attributes(c: OpCheck) -> None:
+    """Enumerated attributes and fixed-size attribute arrays."""
+    attrs = c.opr.attrs
+    for a in c.spec.attributes:
+        if a.name not in attrs:
+            continue
+        value = attrs[a.name]
+        if a.type == "tensor_t" and a.dims is not None and value is not None:
+            n = len(value)
+            want = _eval(a.dims[0], c.env, c.ranks) if len(a.dims) == 1 else None
+            if want is not None and n != want:
+                c.fail(a.name, f"must hold {a.dims[0]} values", got=tuple(value))
+        elif a.type == "nan_propagation_mode_t" and value not in NAN_MODES + ("UNKNOWN",):
+            c.fail(a.name, "must be PROPAGATE or IGNORE", got=value)
+        elif a.type == "resize_mode_t" and value not in RESIZE_MODES:
+            c.fail(a.name, "must be NEAREST_NEIGHBOR or BILINEAR", got=value)
+        elif a.type == "rounding_mode_t":
+            if value not in ROUNDING_EXTENSIONS:
+                c.fail(a.name, "must be SINGLE_ROUND, INEXACT_ROUND or DOUBLE_ROUND", got=value)
+            elif ROUNDING_EXTENSIONS[value]:
+                c.info.extra[ROUNDING_EXTENSIONS[value]] = f"rounding_mode={value}"
+        elif a.type == "acc_type_t" and value not in ACC_TYPES:
+            c.fail(a.name, "must be one of INT32, INT48, FP16, FP32", got=value)
+
+
+def _check_ctc(c: OpCheck) -> None:
+    """Compile-time-constant inputs: from CONST/CONST_SHAPE, or EXT-DYNAMIC is needed."""
+    for a in c.spec.inputs:
+        if not a.ctc:
+            continue
+        t = c.tensors.get(a.name)
+        if isinstance(t, Tensor) and t.data is None:
+            if "EXT-DYNAMIC" in a.ctc_remove:
+                c.info.extra.setdefault("EXT-DYNAMIC", f"{a.name} is not a constant")
+            else:
+                c.fail(a.name, "a compile-time-constant input must be connected to a CTC "
+                       "output (CONST or CONST_SHAPE)", tensor=t.name)
+
+
+def _level_limits(c: OpCheck) -> None:
+    """Record the values of the operator's LEVEL_CHECKs (judged against a level later)."""
+    for a in c.spec.inputs + c.spec.outputs + c.spec.attributes:
+        for value, limit in a.level_limits:
+            v = _level_value(c, a, value)
+            if v is not None:
+                c.level(limit, v, f"{value} of {a.name}")
+
+
+_NAMED = {
+    "kernel": ("kernel_y", "kernel_x"), "stride": ("stride_y", "stride_x"),
+    "pad": ("pad_top", "pad_bottom", "pad_left", "pad_right"),
+    "dilation": ("dilation_y", "dilation_x"),
+    "out_pad": ("out_pad_top", "out_pad_bottom", "out_pad_left", "out_pad_right"),
+}
+_NAMED_3D = {
+    "pad": ("pad_d0", "pad_d1", "pad_top", "pad_bottom", "pad_left", "pad_right"),
+    "stride": ("stride_d", "stride_y", "stride_x"),
+    "dilation": ("dilation_d", "dilation_y", "dilation_x"),
+}
+
+
+def named_values(c: OpCheck) -> dict[str, int]:
+    """Attribute arrays by their spec element names (kernel_y, pad_top, scale_y_n ...)."""
+    if c.named is not None:
+        return c.named
+    env: dict[str, int] = {}
+    c.named = env
+    table = dict(_NAMED, **_NAMED_3D) if c.opr.op == "CONV3D" else _NAMED
+    for key, names in table.items():
+        values = c.ints(key) if key in c.opr.attrs else None
+        if values is not None and len(values) == len(names):
+            env.update(zip(names, values))
+    if c.opr.op == "RESIZE":
+        for key, names in (("scale", ("scale_y_n", "scale_y_d", "scale_x_n", "scale_x_d")),
+                           ("offset", ("offset_y", "offset_x")),
+                           ("border", ("border_y", "border_x"))):
+            values = c.ints(key)
+            if values is not None and len(values) == len(names):
+                env.update(zip(names, values))
+    return env
+
+
+def _level_value(c: OpCheck, a: _Arg, expr: str) -> int | None:
+    ranks = c.ranks
+    m = re.fullmatch(r"rank\((\w+)\)", expr)
+    if m:
+        t = c.tensors.get(a.name)
+        if isinstance(t, Tensor):
+            return len(t.shape) if a.type != "shape_t" else int(t.shape[0]) if t.shape else 0
+        return ranks.get(m.group(1))
+    m = re.fullmatch(r"tensor_list_shape\((\w+)\)", expr)
+    if m:
+        t = c.tensors.get(m.group(1))
+        return len(t) if isinstance(t, list) else None
+    env = dict(c.env)
+    env.update(named_values(c))
+    if "/" in expr:  # scale_y_n/scale_y_d: integer division of the pseudocode
+        n, d = (s.strip() for s in expr.split("/"))
+        if n in env and d in env and env[d] > 0:
+            return env[n] // env[d]
+        return None
+    return _eval(expr, env, ranks)
+
+
+# --------------------------------------------------------------------------------------------
+# operator pseudocode ERROR_IFs, one function per operator
+
+
+def _zero_point(c: OpCheck, arg: str, type_var: str, what: str) -> None:
+    """ERROR_IF(!is_same<T,i8_t>() && zp != 0): zero points only for int8."""
+    zp = c.scalar(arg)
+    t = c.types.get(type_var)
+    if zp is not None and t != "INT8" and zp != 0:
+        c.fail(arg, f"ERROR_IF(!is_same<{type_var},i8_t>() && {what} != 0): zero point only "
+               "for int8", **{what: zp, type_var: t})
+
+
+def _require_axis(c: OpCheck, rank: int, axis_rank: int | None = None) -> int | None:
+    axis = c.attr("axis")
+    if axis is None:
+        c.fail("axis", "the axis attribute is missing")
+        return None
+    limit = rank if axis_rank is None else axis_rank
+    if axis < 0 or axis >= limit:
+        bound = "rank(shape1)" if axis_rank is None else "max(1,rank(shapes1[0]))"
+        c.fail("axis", f"ERROR_IF(axis < 0 || axis >= {bound})", axis=axis, rank=rank)
+        return None
+    return int(axis)
+
+
+def ARGMAX(c: OpCheck) -> None:  # noqa: N802
+    shape1, shape = c.shape("input"), c.shape("output")
+    axis = _require_axis(c, len(shape1))
+    if axis is not None and shape != shape1[:axis] + shape1[axis + 1:]:
+        c.fail("output", "ERROR_IF(flatten(left_shape, right_shape) != shape)",
+               input=shape1, axis=axis, output=shape)
+
+
+def _pool(c: OpCheck) -> None:
+    v = named_values(c)
+    if len(v) < 8:
+        return
+    ky, kx, sy, sx = v["kernel_y"], v["kernel_x"], v["stride_y"], v["stride_x"]
+    pt, pb, pl, pr = v["pad_top"], v["pad_bottom"], v["pad_left"], v["pad_right"]
+    if ky < 1 or kx < 1:
+        c.fail("kernel", "ERROR_IF(kernel_y < 1 || kernel_x < 1)", kernel=(ky, kx))
+    if sy < 1 or sx < 1:
+        c.fail("stride", "ERROR_IF(stride_y < 1 || stride_x < 1)", stride=(sy, sx))
+    if min(pt, pb, pl, pr) < 0:
+        c.fail("pad", "ERROR_IF(pad_top < 0 || pad_bottom < 0 || pad_left < 0 || "
+               "pad_right < 0)", pad=(pt, pb, pl, pr))
+    if pr >= kx or pl >= kx:
+        c.fail("pad", "ERROR_IF(pad_right >= kernel_x || pad_left >= kernel_x)",
+               pad=(pt, pb, pl, pr), kernel=(ky, kx))
+    if pt >= ky or pb >= ky:
+        c.fail("pad", "ERROR_IF(pad_top >= kernel_y || pad_bottom >= kernel_y)",
+               pad=(pt, pb, pl, pr), kernel=(ky, kx))
+    if c.failed:
+        return
+    _, ih, iw, _ = c.shape("input")
+    _, oh, ow, _ = c.shape("output")
+    for axis, (o, i, p0, p1, k, s) in (("OH", (oh, ih, pt, pb, ky, sy)),
+                                       ("OW", (ow, iw, pl, pr, kx, sx))):
+        q = idiv_check(i + p0 + p1 - k, s)
+        dims = "IH + pad_top + pad_bottom - kernel_y, stride_y" if axis == "OH" else \
+            "IW + pad_left + pad_right - kernel_x, stride_x"
+        if q is None:
+            c.fail("output", f"ERROR_IF({axis} != idiv_check({dims}) + 1): not a multiple",
+                   numerator=i + p0 + p1 - k, stride=s)
+        elif o != q + 1:
+            c.fail("output", f"ERROR_IF({axis} != idiv_check({dims}) + 1)",
+                   **{axis: o, "expected": q + 1})
+
+
+def AVG_POOL2D(c: OpCheck) -> None:  # noqa: N802
+    _zero_point(c, "input_zp", "in_out_t", "input_zp")
+    _zero_point(c, "output_zp", "in_out_t", "output_zp")
+    _pool(c)
+
+
+def MAX_POOL2D(c: OpCheck) -> None:  # noqa: N802
+    _pool(c)
+
+
+def _conv_out(c: OpCheck, axis: str, o: int, i: int, p0: int, p1: int, k: int, d: int,
+              s: int, names: tuple[str, str, str, str, str, str]) -> None:
+    num = i - 1 + p0 + p1 - (k - 1) * d
+    q = idiv_check(num, s)
+    rule = (f"ERROR_IF({axis} != idiv_check({names[0]} - 1 + {names[1]} + {names[2]} - "
+            f"({names[3]} - 1) * {names[4]}, {names[5]}) + 1)")
+    if q is None:
+        c.fail("output", rule + ": not a multiple", numerator=num, stride=s)
+    elif o != q + 1:
+        c.fail("output", rule, **{axis: o, "expected": q + 1})
+
+
+def _conv_common(c: OpCheck, pads: tuple[int, ...], strides: tuple[int, ...],
+                 dilations: tuple[int, ...] | None, bias_channels: int, bias_rule: str) -> None:
+    _zero_point(c, "input_zp", "in_t", "input_zp")
+    _zero_point(c, "weight_zp", "weight_t", "weight_zp")
+    if min(pads) < 0:
+        c.fail("pad", "ERROR_IF(pad < 0)", pad=pads)
+    if min(strides) < 1:
+        c.fail("stride", "ERROR_IF(stride < 1)", stride=strides)
+    if dilations is not None and min(dilations) < 1:
+        c.fail("dilation", "ERROR_IF(dilation < 1)", dilation=dilations)
+    bc = c.shape("bias")[0]
+    if bc != bias_channels and bc != 1:
+        c.fail("bias", bias_rule, BC=bc, expected=bias_channels)
+
+
+def CONV2D(c: OpCheck) -> None:  # noqa: N802
+    pad, stride, dil = c.ints("pad"), c.ints("stride"), c.ints("dilation")
+    if pad is None or stride is None or dil is None:
+        c.fail(None, "pad, stride and dilation attributes are required")
+        return
+    _conv_common(c, pad, stride, dil, c.shape("weight")[0], "ERROR_IF(BC != OC && BC != 1)")
+    if c.failed:
+        return
+    _, ih, iw, _ = c.shape("input")
+    _, kh, kw, _ = c.shape("weight")
+    _, oh, ow, _ = c.shape("output")
+    _conv_out(c, "OH", oh, ih, pad[0], pad[1], kh, dil[0], stride[0],
+              ("IH", "pad_top", "pad_bottom", "KH", "dilation_y", "stride_y"))
+    _conv_out(c, "OW", ow, iw, pad[2], pad[3], kw, dil[1], stride[1],
+              ("IW", "pad_left", "pad_right", "KW", "dilation_x", "stride_x"))
+
+
+def CONV3D(c: OpCheck) -> None:  # noqa: N802
+    pad, stride, dil = c.ints("pad"), c.ints("stride"), c.ints("dilation")
+    if pad is None or stride is None or dil is None:
+        c.fail(None, "pad, stride and dilation attributes are required")
+        return
+    _conv_common(c, pad, stride, dil, c.shape("weight")[0], "ERROR_IF(BC != OC && BC != 1)")
+    if c.failed:
+        return
+    _, idd, ih, iw, _ = c.shape("input")
+    _, kd, kh, kw, _ = c.shape("weight")
+    _, od, oh, ow, _ = c.shape("output")
+    _conv_out(c, "OD", od, idd, pad[0], pad[1], kd, dil[0], stride[0],
+              ("ID", "pad_d0", "pad_d1", "KD", "dilation_d", "stride_d"))
+    _conv_out(c, "OH", oh, ih, pad[2], pad[3], kh, dil[1], stride[1],
+              ("IH", "pad_top", "pad_bottom", "KH", "dilation_y", "stride_y"))
+    _conv_out(c, "OW", ow, iw, pad[4], pad[5], kw, dil[2], stride[2],
+              ("IW", "pad_left", "pad_right", "KW", "dilation_x", "stride_x"))
+
+
+def DEPTHWISE_CONV2D(c: OpCheck) -> None:  # noqa: N802
+    pad, stride, dil = c.ints("pad"), c.ints("stride"), c.ints("dilation")
+    if pad is None or stride is None or dil is None:
+        c.fail(None, "pad, stride and dilation attributes are required")
+        return
+    kh, kw, ch, m = c.shape("weight")
+    _conv_common(c, pad, stride, dil, ch * m, "ERROR_IF(BC != C*M && BC != 1)")
+    if c.failed:
+        return
+    _, ih, iw, _ = c.shape("input")
+    _, oh, ow, _ = c.shape("output")
+    _conv_out(c, "OH", oh, ih, pad[0], pad[1], kh, dil[0], stride[0],
+              ("IH", "pad_top", "pad_bottom", "KH", "dilation_y", "stride_y"))
+    _conv_out(c, "OW", ow, iw, pad[2], pad[3], kw, dil[1], stride[1],
+              ("IW", "pad_left", "pad_right", "KW", "dilation_x", "stride_x"))
+
+
+def TRANSPOSE_CONV2D(c: OpCheck) -> None:  # noqa: N802
+    out_pad, stride = c.ints("out_pad"), c.ints("stride")
+    if out_pad is None or stride is None:
+        c.fail(None, "out_pad and stride attributes are required")
+        return
+    _zero_point(c, "input_zp", "in_t", "input_zp")
+    _zero_point(c, "weight_zp", "weight_t", "weight_zp")
+    oc, kh, kw, _ = c.shape("weight")
+    if out_pad[0] <= -kh or out_pad[1] <= -kh:
+        c.fail("out_pad", "ERROR_IF(out_pad_top <= -KH || out_pad_bottom <= -KH)",
+               out_pad=out_pad, KH=kh)
+    if out_pad[2] <= -kw or out_pad[3] <= -kw:
+        c.fail("out_pad", "ERROR_IF(out_pad_left <= -KW || out_pad_right <= -KW)",
+               out_pad=out_pad, KW=kw)
+    if min(stride) < 1:
+        c.fail("stride", "ERROR_IF(stride_y < 1 || stride_x < 1)", stride=stride)
+    bc = c.shape("bias")[0]
+    if bc != oc and bc != 1:
+        c.fail("bias", "ERROR_IF(BC != OC && BC != 1)", BC=bc, OC=oc)
+    if c.failed:
+        return
+    _, ih, iw, _ = c.shape("input")
+    _, oh, ow, _ = c.shape("output")
+    want_h = (ih - 1) * stride[0] + out_pad[0] + out_pad[1] + kh
+    want_w = (iw - 1) * stride[1] + out_pad[2] + out_pad[3] + kw
+    if oh != want_h:
+        c.fail("output", "ERROR_IF(OH != (IH - 1) * stride_y + out_pad_top + out_pad_bottom + KH)",
+               OH=oh, expected=want_h)
+    if ow != want_w:
+        c.fail("output", "ERROR_IF(OW != (IW - 1) * stride_x + out_pad_left + out_pad_right + KW)",
+               OW=ow, expected=want_w)
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def FFT2D(c: OpCheck) -> None:  # noqa: N802
+    _, h, w = c.shape("input_real")
+    if not _power_of_two(h):
+        c.fail("input_real", "ERROR_IF(!power_of_two(H))", H=h)
+    if not _power_of_two(w):
+        c.fail("input_real", "ERROR_IF(!power_of_two(W))", W=w)
+
+
+RFFT2D = FFT2D
+
+
+def MATMUL(c: OpCheck) -> None:  # noqa: N802
+    # The 1.0.2 pseudocode reads ERROR_IF(is_same<in_t,i8_t> && (A_zp != 0 || B_zp != 0)) under
+    # the comment "Zero point only for i8_t"; the argument descriptions ("Must be zero for non-int8
+    # types") and the reference model agree on the comment's meaning, which is checked here.
+    _zero_point(c, "A_zp", "in_t", "A_zp")
+    _zero_point(c, "B_zp", "in_t", "B_zp")
+
+
+def CLAMP(c: OpCheck) -> None:  # noqa: N802
+    lo, hi = c.attr("min_val"), c.attr("max_val")
+    if lo is None or hi is None:
+        c.fail(None, "min_val and max_val attributes are required")
+        return
+    flo, fhi = float(lo), float(hi)
+    if math.isnan(flo) or math.isnan(fhi):
+        c.fail("min_val", "ERROR_IF(isNaN(min_val) || isNaN(max_val))", min_val=lo, max_val=hi)
+    elif fhi < flo:
+        c.fail("max_val", "ERROR_IF(max_val < min_val)", min_val=lo, max_val=hi)
+
+
+def _broadcast(c: OpCheck, inputs: tuple[str, ...]) -> None:
+    shapes = [c.shape(n) for n in inputs]
+    out = c.shape("output")
+    acc: tuple[int, ...] | None = shapes[0]
+    for name, s in zip(inputs[1:], shapes[1:]):
+        if acc is None:
+            break
+        if len(s) != len(acc):
+            c.fail(name, "ERROR_IF(rank(shape1) != rank(shape2)) in broadcast_shape",
+                   **{n: sh for n, sh in zip(inputs, shapes)})
+            return
+        nxt = broadcast_shape(acc, s)
+        if nxt is None:
+            c.fail(name, "ERROR_IF(shape2[i] != 1 && shape2[i] != shape[i]) in broadcast_shape",
+                   **{n: sh for n, sh in zip(inputs, shapes)})
+            return
+        acc = nxt
+    if acc != out:
+        c.fail("output", "ERROR_IF(shape != broadcast_shape(...))",
+               output=out, broadcast=acc)
+
+
+def _binary(c: OpCheck) -> None:
+    _broadcast(c, ("input1", "input2"))
+
+
+def SELECT(c: OpCheck) -> None:  # noqa: N802
+    _broadcast(c, ("input1", "input2", "input3"))
+
+
+def NEGATE(c: OpCheck) -> None:  # noqa: N802
+    _zero_point(c, "input1_zp", "in_out_t", "input1_zp")
+    _zero_point(c, "output_zp", "in_out_t", "output_zp")
+
+
+def _reduce(c: OpCheck) -> None:
+    shape1, shape = c.shape("input"), c.shape("output")
+    axis = _require_axis(c, len(shape1))
+    if axis is None:
+        return
+    if len(shape) != len(shape1):
+        c.fail("output", "output must have the rank of the input", input=shape1, output=shape)
+        return
+    if shape[axis] != 1:
+        c.fail("output", "ERROR_IF(shape[axis] != 1)", output=shape, axis=axis)
+    elif shape[:axis] != shape1[:axis] or shape[axis + 1:] != shape1[axis + 1:]:
+        c.fail("output", "output shape must be the input shape with shape[axis] = 1",
+               input=shape1, output=shape, axis=axis)
+
+
+def CONCAT(c: OpCheck) -> None:  # noqa: N802
+    inputs = c.tensors["input1"]
+    assert isinstance(inputs, list)
+    if not inputs:
+        c.fail("input1", "ERROR_IF(input1 == [])")
+        return
+    shapes = [t.shape for t in inputs]
+    out = c.shape("output")
+    axis = _require_axis(c, len(shapes[0]), max(1, len(shapes[0])))
+    if axis is None:
+        return
+    total = 0
+    for k, s in enumerate(shapes):
+        if len(s) != len(shapes[0]):
+            c.fail("input1", "ERROR_IF(rank(shapes1[shape_index]) != rank(shapes1[0]))",
+                   index=k, shape=s, first=shapes[0])
+            return
+        for i, (d, d0) in enumerate(zip(s, shapes[0])):
+            if i == axis:
+                total += d
+            elif d != d0:
+                c.fail("input1", "ERROR_IF(shapes1[shape_index][axis_index] != "
+                       "shapes1[0][axis_index])", index=k, shape=s, first=shapes[0])
+                return
+    if len(out) != len(shapes[0]):
+        c.fail("output", "output must have the rank of the inputs", output=out)
+    elif out[axis] != total:
+        c.fail("output", "ERROR_IF(axis_sum != shape[axis])", axis_sum=total, output=out)
+    elif out[:axis] + out[axis + 1:] != shapes[0][:axis] + shapes[0][axis + 1:]:
+        c.fail("output", "output dimensions other than axis must equal the inputs'",
+               output=out, input=shapes[0])
+
+
+def PAD(c: OpCheck) -> None:  # noqa: N802
+    shape1, shape = c.shape("input1"), c.shape("output")
+    if len(shape) != len(shape1):
+        c.fail("output", "ERROR_IF(rank(shape) != rank(shape1))", input1=shape1, output=shape)
+        return
+    padding = c.ints("padding")
+    if padding is None:
+        return
+    if len(padding) != 2 * len(shape1):
+        return  # reported by the shape rule [2*rank(shape1)]
+    for i in range(len(shape)):
+        lo, hi = padding[2 * i], padding[2 * i + 1]
+        if lo < 0 or hi < 0:
+            c.fail("padding", "ERROR_IF(padding[i * 2] < 0 || padding[(i * 2) + 1] < 0)",
+                   padding=padding)
+            return
+        if shape[i] != lo + shape1[i] + hi:
+            c.fail("output", "ERROR_IF(shape[i] != padding[i * 2] + shape1[i] + "
+                   "padding[(i * 2) + 1])", i=i, input1=shape1, padding=padding, output=shape)
+            return
+
+
+def RESHAPE(c: OpCheck) -> None:  # noqa: N802
+    shape1, shape = c.shape("input1"), c.shape("output")
+    if math.prod(shape1) != math.prod(shape):
+        c.fail("output", "ERROR_IF(tensor_size(shape1) != tensor_size(shape))",
+               input1=shape1, output=shape)
+        return
+    new_shape = c.ints("shape")
+    if new_shape is not None and new_shape != shape:
+        c.fail("shape", "the shape input must equal the output's shape",
+               shape=new_shape, output=shape)
+
+
+def REVERSE(c: OpCheck) -> None:  # noqa: N802
+    axis = c.attr("axis")
+    rank = len(c.shape("input1"))
+    if axis is None or axis < 0 or axis >= rank:
+        c.fail("axis", "ERROR_IF(axis < 0 || axis >= rank(shape))", axis=axis, rank=rank)
+
+
+def SLICE(c: OpCheck) -> None:  # noqa: N802
+    shape1, shape = c.shape("input1"), c.shape("output")
+    start, size = c.ints("start"), c.ints("size")
+    if start is None or size is None:
+        return
+    if len(start) != len(shape1) or len(size) != len(shape1):
+        c.fail("start", "ERROR_IF(rank(shape1) != length(start) || rank(shape1) != "
+               "length(size))", input1=shape1, start=start, size=size)
+        return
+    if len(shape) != len(shape1):
+        c.fail("output", "ERROR_IF(rank(shape1) != rank(shape))", input1=shape1, output=shape)
+        return
+    for i in range(len(shape1)):
+        if start[i] < 0:
+            c.fail("start", "ERROR_IF(start[index] < 0)", start=start)
+        elif size[i] <= 0:
+            c.fail("size", "ERROR_IF(size[index] <= 0)", size=size)
+        elif start[i] + size[i] > shape1[i]:
+            c.fail("size", "ERROR_IF(start[index] + size[index] > shape1[index])",
+                   start=start, size=size, input1=shape1)
+        elif shape[i] != size[i]:
+            c.fail("output", "ERROR_IF(shape[index] != size[index])", size=size, output=shape)
+        else:
+            continue
+        return
+
+
+def TILE(c: OpCheck) -> None:  # noqa: N802
+    shape1, shape = c.shape("input1"), c.shape("output")
+    if len(shape1) != len(shape):
+        c.fail("output", "ERROR_IF(rank(shape1) != rank(shape))", input1=shape1, output=shape)
+        return
+    multiples = c.ints("multiples")
+    if multiples is None or len(multiples) != len(shape1):
+        return
+    for i in range(len(shape)):
+        if shape1[i] * multiples[i] != shape[i]:
+            c.fail("output", "ERROR_IF(shape1[i] * multiples[i] != shape[i])",
+                   input1=shape1, multiples=multiples, output=shape)
+            return
+
+
+def TRANSPOSE(c: OpCheck) -> None:  # noqa: N802
+    shape1, shape = c.shape("input1"), c.shape("output")
+    if len(shape1) != len(shape):
+        c.fail("output", "ERROR_IF(rank(shape1) != rank(shape))", input1=shape1, output=shape)
+        return
+    if math.prod(shape1) != math.prod(shape):
+        c.fail("output", "ERROR_IF(tensor_size(shape1) != tensor_size(shape))",
+               input1=shape1, output=shape)
+        return
+    perms = c.ints("perms")
+    if perms is None:
+        c.fail("perms", "the perms attribute is required")
+        return
+    if len(perms) != len(shape1):
+        return  # reported by the attribute rule [rank(shape1)]
+    used = [False] * len(shape1)
+    for p in perms:
+        if p >= len(shape1):
+            c.fail("perms", "ERROR_IF(index >= rank(shape1))", perms=perms, rank=len(shape1))
+            return
+        if p < 0:
+            c.fail("perms", "ERROR_IF(index < 0)", perms=perms)
+            return
+        if used[p]:
+            c.fail("perms", "ERROR_IF(indexes_used[index] == true)", perms=perms)
+            return
+        used[p] = True
+    for i in range(len(shape)):
+        if shape1[perms[i]] != shape[i]:
+            c.fail("output", "ERROR_IF(shape1[perms[i]] != shape[i])",
+                   input1=shape1, perms=perms, output=shape)
+            return
+
+
+def RESIZE(c: OpCheck) -> None:  # noqa: N802
+    v = named_values(c)
+    if len(v) < 8:
+        return
+    _, ih, iw, _ = c.shape("input")
+    _, oh, ow, _ = c.shape("output")
+    yn, yd, xn, xd = v["scale_y_n"], v["scale_y_d"], v["scale_x_n"], v["scale_x_d"]
+    oy, ox, by, bx = v["offset_y"], v["offset_x"], v["border_y"], v["border_x"]
+    if max(oh, ow, ih, iw) >= 16384:
+        c.fail("output", "ERROR_IF(max(OH,OW,IH,IW) >= 16384)", OH=oh, OW=ow, IH=ih, IW=iw)
+    if min(yn, yd, xn, xd) <= 0:
+        c.fail("scale", "ERROR_IF(scale_y_n <= 0 || scale_y_d <= 0 || scale_x_n <= 0 || "
+               "scale_x_d <= 0)", scale=(yn, yd, xn, xd))
+        return
+    if yn > (1 << 11) or xn > (1 << 11):
+        c.fail("scale", "ERROR_IF(scale_y_n > (1 << 11) || scale_x_n > (1 << 11))",
+               scale=(yn, yd, xn, xd))
+    if yd >= 16 * yn or xd >= 16 * xn:
+        c.fail("scale", "ERROR_IF(scale_y_d >= 16 * scale_y_n || scale_x_d >= 16 * scale_x_n)",
+               scale=(yn, yd, xn, xd))
+    if oy < -yn or oy >= 16 * yn:
+        c.fail("offset", "ERROR_IF(offset_y < -scale_y_n || offset_y >= 16 * scale_y_n)",
+               offset=(oy, ox), scale_y_n=yn)
+    if ox < -xn or ox >= 16 * xn:
+        c.fail("offset", "ERROR_IF(offset_x < -scale_x_n || offset_x >= 16 * scale_x_n)",
+               offset=(oy, ox), scale_x_n=xn)
+    if by < -16 * yn or by >= yn:
+        c.fail("border", "ERROR_IF(border_y < -16 * scale_y_n || border_y >= scale_y_n)",
+               border=(by, bx), scale_y_n=yn)
+    if bx < -16 * xn or bx >= xn:
+        c.fail("border", "ERROR_IF(border_x < -16 * scale_x_n || border_x >= scale_x_n)",
+               border=(by, bx), scale_x_n=xn)
+    for axis, o, num, d in (("OH", oh, (ih - 1) * yn - oy + by, yd),
+                            ("OW", ow, (iw - 1) * xn - ox + bx, xd)):
+        q = idiv_check(num, d)
+        rule = (f"ERROR_IF({axis} != idiv_check(({'IH' if axis == 'OH' else 'IW'} - 1) * "
+                f"scale_n - offset + border, scale_d) + 1)")
+        if q is None:
+            c.fail("output", rule + ": not a multiple", numerator=num, scale_d=d)
+        elif o != q + 1:
+            c.fail("output", rule, **{axis: o, "expected": q + 1})
+
+
+def RESCALE(c: OpCheck) -> None:  # noqa: N802
+    in_t, out_t = c.types.get("in_t"), c.types.get("out_t")
+    scale32 = bool(c.attr("scale32", False))
+    per_channel = bool(c.attr("per_channel", False))
+    in_u = bool(c.attr("input_unsigned", False))
+    out_u = bool(c.attr("output_unsigned", False))
+    rounding = c.attr("rounding_mode")
+    mul_t = c.t("multiplier").dtype
+    want_mul = "INT32" if scale32 else "INT16"
+    if mul_t != want_mul:
+        c.fail("multiplier", "if (scale32) mul_t=i32_t else mul_t=i16_t",
+               scale32=scale32, mul_t=mul_t)
+    rank = len(c.shape("input"))
+    nc = c.shape("multiplier")[0]
+    if per_channel and rank < 1:
+        c.fail("per_channel", "ERROR_IF(per_channel && rank(input) < 1)", rank=rank)
+    elif per_channel and nc != c.shape("input")[-1]:
+        c.fail("multiplier", "if (per_channel) NC=shape[rank(shape)-1] else NC=1", NC=nc,
+               shape=c.shape("input"))
+    elif not per_channel and nc != 1:
+        c.fail("multiplier", "if (per_channel) NC=shape[rank(shape)-1] else NC=1", NC=nc,
+               per_channel=per_channel)
+    in_zp, out_zp = c.scalar("input_zp"), c.scalar("output_zp")
+    if in_zp is not None and in_u and in_t == "INT16":
+        in_zp = int(in_zp) & 0xFFFF
+    if out_zp is not None and out_u and out_t == "INT16":
+        out_zp = int(out_zp) & 0xFFFF
+    if in_zp is not None and in_t != "INT8" and (in_t != "INT16" or not in_u) and in_zp != 0:
+        c.fail("input_zp", "ERROR_IF(!is_same<in_t,i8_t>() && (!is_same<in_t,i16_t>() || "
+               "input_unsigned == false) && input_zp != 0)", input_zp=in_zp, in_t=in_t,
+               input_unsigned=in_u)
+    if out_zp is not None and out_t != "INT8" and (out_t != "INT16" or not out_u) \
+            and out_zp != 0:
+        c.fail("output_zp", "ERROR_IF(!is_same<out_t,i8_t>() && (!is_same<out_t,i16_t>() || "
+               "output_unsigned == false) && output_zp != 0)", output_zp=out_zp, out_t=out_t,
+               output_unsigned=out_u)
+    if in_zp is not None and in_t == "INT16" and in_u and in_zp not in (0, 32768):
+        c.fail("input_zp", "ERROR_IF(is_same<in_t,i16_t>() && input_unsigned == true && "
+               "input_zp != 0 && input_zp != 32768)", input_zp=in_zp)
+    if out_zp is not None and out_t == "INT16" and out_u and out_zp not in (0, 32768):
+        c.fail("output_zp", "ERROR_IF(is_same<out_t,i16_t>() && output_unsigned == true && "
+               "output_zp != 0 && output_zp != 32768)", output_zp=out_zp)
+    rules = (
+        (scale32 and in_t == "INT48", "scale32", "ERROR_IF(scale32 && is_same<in_t,i48_t>())"),
+        (not scale32 and rounding == "DOUBLE_ROUND", "rounding_mode",
+         "ERROR_IF(!scale32 && (rounding_mode == DOUBLE_ROUND))"),
+        (in_u and out_u, "input_unsigned", "ERROR_IF(input_unsigned && output_unsigned)"),
+        (out_t == "INT32" and in_u, "input_unsigned",
+         "ERROR_IF(is_same<out_t,i32_t>() && input_unsigned)"),
+        (in_t == "INT32" and out_u, "output_unsigned",
+         "ERROR_IF(is_same<in_t,i32_t>() && output_unsigned)"),
+        (in_t == "INT48" and out_u, "output_unsigned",
+         "ERROR_IF(is_same<in_t,i48_t>() && output_unsigned)"),
+        (in_t == "INT48" and in_u, "input_unsigned",
+         "ERROR_IF(is_same<in_t, i48_t> && input_unsigned)"),
+        (in_t == "INT32" and in_u, "input_unsigned",
+         "ERROR_IF(is_same<in_t, i32_t> && input_unsigned)"),
+        (out_t == "INT32" and out_u, "output_unsigned",
+         "ERROR_IF(is_same<out_t, i32_t> && output_unsigned)"),
+    )
+    for broken, arg, rule in rules:
+        if broken:
+            c.fail(arg, rule, in_t=in_t, out_t=out_t, scale32=scale32, rounding_mode=rounding,
+                   input_unsigned=in_u, output_unsigned=out_u)
+
+
+def CONST(c: OpCheck) -> None:  # noqa: N802
+    out = c.t("output")
+    if out.data is None:
+        c.fail("values", "a constant needs its values")
+
+
+CONST_SHAPE = CONST
+
+
+def _block_io(c: OpCheck, name: str) -> Block | None:
+    ref = c.attr(name)
+    block = c.analysis._blocks.get(ref) if isinstance(ref, str) else None
+    if block is None:
+        c.fail(name, "names no block of the graph", **{name: ref})
+    return block
+
+
+def _io(block: Block, names: list[str]) -> list[tuple[tuple[int, ...], str]]:
+    return [(block.tensors[n].shape, block.tensors[n].dtype) if n in block.tensors
+            else ((), "?") for n in names]
+
+
+def _list(c: OpCheck, name: str) -> list[tuple[tuple[int, ...], str]]:
+    value = c.tensors.get(name, [])
+    assert isinstance(value, list)
+    return [(t.shape, t.dtype) for t in value]
+
+
+def _same_list(c: OpCheck, arg: str, rule: str, a: list[Any], b: list[Any]) -> bool:
+    if [s for s, _ in a] != [s for s, _ in b]:
+        c.fail(arg, rule, list=[s for s, _ in a], graph=[s for s, _ in b])
+        return False
+    if [t for _, t in a] != [t for _, t in b]:
+        c.fail(arg, rule.replace("shape", "type"), list=[t for _, t in a],
+               graph=[t for _, t in b])
+        return False
+    return True
+
+
+def COND_IF(c: OpCheck) -> None:  # noqa: N802
+    cond = c.t("condition")
+    if math.prod(cond.shape) != 1:
+        c.fail("condition", "ERROR_IF(tensor_size(shape) != 1)", shape=cond.shape)
+    then_b, else_b = _block_io(c, "then_graph"), _block_io(c, "else_graph")
+    ins, outs = _list(c, "input_list"), _list(c, "output_list")
+    for key, b in (("then_graph", then_b), ("else_graph", else_b)):
+        if b is None:
+            continue
+        _same_list(c, "input_list", f"ERROR_IF(tensor_list_shape(input_list) != "
+                   f"tosa_input_shape({key}))", ins, _io(b, b.inputs))
+        _same_list(c, "output_list", f"ERROR_IF(tensor_list_shape(output_list) != "
+                   f"tosa_output_shape({key}))", outs, _io(b, b.outputs))
+
+
+def WHILE_LOOP(c: OpCheck) -> None:  # noqa: N802
+    ins, outs = _list(c, "input_list"), _list(c, "output_list")
+    _same_list(c, "output_list", "ERROR_IF(tensor_list_shape(input_list) != "
+               "tensor_list_shape(output_list))", ins, outs)
+    cond_b, body_b = _block_io(c, "cond_graph"), _block_io(c, "body_graph")
+    if cond_b is not None:
+        _same_list(c, "input_list", "ERROR_IF(tensor_list_shape(input_list) != "
+                   "tosa_input_shape(cond_graph))", ins, _io(cond_b, cond_b.inputs))
+        out = _io(cond_b, cond_b.outputs)
+        if len(out) != 1 or math.prod(out[0][0]) != 1:
+            c.fail("cond_graph", "ERROR_IF(tensor_size(tosa_output_shape(cond_graph)) != 1)",
+                   outputs=[s for s, _ in out])
+        elif out[0][1] != "BOOL":
+            c.fail("cond_graph", "ERROR_IF(tosa_output_type(cond_graph) != bool_t)",
+                   type=out[0][1])
+    if body_b is not None:
+        _same_list(c, "input_list", "ERROR_IF(tensor_list_shape(input_list) != "
+                   "tosa_input_shape(body_graph))", ins, _io(body_b, body_b.inputs))
+        _same_list(c, "input_list", "ERROR_IF(tensor_list_shape(input_list) != "
+                   "tosa_output_shape(body_graph))", ins, _io(body_b, body_b.outputs))
+
+
+VARIABLE_OPS = ("VARIABLE", "VARIABLE_WRITE", "VARIABLE_READ")
+
+
+def _variable(c: OpCheck) -> None:
+    """Variable operators: only their element type is checked (they refer to variable tensors
+    by name; their REQUIREs on shapes and types are run-time conditions)."""
+    dtypes = {c.block.tensors[n].dtype for n in c.opr.inputs + c.opr.outputs
+              if n in c.block.tensors}
+    rows = [r for r in c.spec.typesupport if set(r["types"].values()) & dtypes] or \
+        list(c.spec.typesupport)
+    c.info.mode = rows[0]["mode"] if len(rows) == 1 else None
+    c.info.options = tuple(dict.fromkeys(o for r in rows for o in r["options"]))
+
+
+RULES: dict[str, Callable[[OpCheck], None]] = {
+    "ARGMAX": ARGMAX, "AVG_POOL2D": AVG_POOL2D, "MAX_POOL2D": MAX_POOL2D, "CONV2D": CONV2D,
+    "CONV3D": CONV3D, "DEPTHWISE_CONV2D": DEPTHWISE_CONV2D, "TRANSPOSE_CONV2D": TRANSPOSE_CONV2D,
+    "FFT2D": FFT2D, "RFFT2D": RFFT2D, "MATMUL": MATMUL, "CLAMP": CLAMP, "SELECT": SELECT,
+    "NEGATE": NEGATE, "CONCAT": CONCAT, "PAD": PAD, "RESHAPE": RESHAPE, "REVERSE": REVERSE,
+    "SLICE": SLICE, "TILE": TILE, "TRANSPOSE": TRANSPOSE, "RESIZE": RESIZE, "RESCALE": RESCALE,
+    "CONST": CONST, "CONST_SHAPE": CONST_SHAPE, "COND_IF": COND_IF, "WHILE_LOOP": WHILE_LOOP,
+}
+for _name in ("ADD", "ARITHMETIC_RIGHT_SHIFT", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR",
+              "INTDIV", "LOGICAL_AND", "LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT", "LOGICAL_OR",
+              "LOGICAL_XOR", "MAXIMUM", "MINIMUM", "MUL", "POW", "SUB", "EQUAL", "GREATER",
+              "GREATER_EQUAL"):
+    RULES[_name] = _binary
+for _name in ("REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PRODUCT",
+              "REDUCE_SUM"):
+    RULES[_name] = _reduce
+
+
+def analyse(graph: Graph) -> GraphAnalysis:
+    """Check every operator of ``graph``; see ``GraphAnalysis``."""
+    return GraphAnalysis(graph).run()
