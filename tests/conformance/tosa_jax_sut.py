@@ -191,7 +191,10 @@ class TosaSUTRunner(TosaTestRunner):
         desc = self.testDesc
         test_dir = self.testDirPath
         try:
-            model = tosa_jax.load(str(test_dir / desc["tosa_file"]))
+            # Judge at the level the runner gives the reference model (EIGHTK by default).
+            level = str(getattr(self.args, "tosa_level", "EIGHTK")).upper()
+            model = tosa_jax.load(str(test_dir / desc["tosa_file"]),
+                                  level={"EIGHTK": "8K", "NONE": "none"}.get(level, "8K"))
             input_types = {spec.name: _tosa_dtype_name(spec) for spec in model.inputs}
             feeds: dict[str, np.ndarray] = {}
             for name, file in zip(desc["ifm_name"], desc["ifm_file"], strict=True):
