@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
@@ -162,6 +163,9 @@ def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
     check_broadcast(node)
     in_t = node.inputs[0].dtype
     if in_t == "INT32":
+        if not isinstance(shift, np.ndarray):
+            # EXT-DYNAMIC: the shift arrives at run time.
+            return rounding_mul_shift(input1, input2, jnp.asarray(shift).reshape(-1)[0])
         s = int(constant(node, 2, shift).reshape(-1)[0])
         if s > 0:
             # int64 product, + (1 << (shift - 1)), >> shift: exact in 32-bit pairs. The result

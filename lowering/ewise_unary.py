@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
@@ -74,6 +75,11 @@ def logical_not(node: Node, input1: Any) -> Any:
 @lowering("NEGATE")
 def negate(node: Node, input1: Any, input1_zp: Any, output_zp: Any) -> Any:
     t = node.out.dtype
+    if t not in INT_RANGES and not isinstance(input1_zp, np.ndarray):
+        # EXT-DYNAMIC: run-time zero points; for floating point they must be 0 (ERROR_IF).
+        input1_zp = np.zeros(1, np.float32)
+    if t not in INT_RANGES and not isinstance(output_zp, np.ndarray):
+        output_zp = np.zeros(1, np.float32)
     in_zp = constant(node, 1, input1_zp).reshape(-1)[0]
     out_zp = constant(node, 2, output_zp).reshape(-1)[0]
     if t != "INT8" and in_zp != 0:

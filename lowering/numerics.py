@@ -267,10 +267,15 @@ def apply_scale_16(value: Wide, multiplier: Array, shift: Array) -> Array:
     return wide_low32(wide_sra(wide_add(product, _pow2(shift - 1)), shift))
 
 
-def rounding_mul_shift(a: Array, b: Array, shift: int) -> Array:
-    """MUL with shift: (int64(a) * b + (1 << (shift - 1))) >> shift, as int32."""
+def rounding_mul_shift(a: Array, b: Array, shift: int | Array) -> Array:
+    """MUL with shift: (int64(a) * b + (1 << (shift - 1))) >> shift, as int32 (shift > 0; a
+    traced shift, EXT-DYNAMIC, may also be 0: then the low 32 bits of the product)."""
     product = wide_mul32(a, b)
-    return wide_low32(wide_sra(wide_add(product, _pow2(jnp.int32(shift - 1))), shift))
+    if isinstance(shift, int):
+        return wide_low32(wide_sra(wide_add(product, _pow2(jnp.int32(shift - 1))), shift))
+    shift = as_i32(shift)
+    rounded = wide_add(product, _pow2(jnp.maximum(shift - 1, 0)))
+    return jnp.where(shift > 0, wide_low32(wide_sra(rounded, shift)), wide_low32(product))
 
 
 def apply_max_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:

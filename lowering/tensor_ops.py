@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -56,12 +57,26 @@ def _wrap32(v: int) -> int:
     return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
+def _const_eval(fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, computed now (a host constant) when every argument is a host constant, so
+    that XLA never sees, or folds, a computation on constants (slow, and not always exact)."""
+    if all(isinstance(a, np.ndarray) for a in args):
+        with jax.ensure_compile_time_eval():
+            return np.asarray(fn(*args))
+    return fn(*args)
+
+
 def _fail(node: Node, rule: str, detail: str = "") -> TosaValidationError:
     return TosaValidationError(f"{node.op}: ERROR_IF({rule})" + (f": {detail}" if detail else ""))
 
 
 def _scalar(node: Node, index: int, value: Any) -> int | float:
-    """A zero point: a compile-time constant [1] tensor, as a Python number."""
+    """A zero point: a compile-time constant [1] tensor, as a Python number.
+
+    EXT-DYNAMIC lets it arrive at run time; a floating-point zero point must be 0 (ERROR_IF in
+    every operator that takes one), so a run-time one is taken as the 0 it has to be."""
+    if node.inputs[index].dtype in _FLOAT_TYPES and not isinstance(value, np.ndarray):
+        return 0.0
     v = constant(node, index, value).reshape(-1)[0]
     return float(v) if node.inputs[index].dtype in _FLOAT_TYPES else int(v)
 
@@ -173,9 +188,14 @@ def _boxes(w_shape: tuple[int, ...], g: _ConvGeometry, limit: int) -> list[tuple
 def _box_conv(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, acc: Any) -> Any:
     """The correlation restricted to the kernel positions and input channels of ``box``:
     kernel offset a along a spatial dim reads the padded input from a * dilation on."""
-    nsp = g.rank
     if all(b.start == 0 and b.stop == n for b, n in zip(box, w.shape)):
         return _conv(xp, w, g, acc)
+    return _conv(_box_input(xp, box, g), w[box], g, acc)
+
+
+def _box_input(xp: Any, box: tuple[slice, ...], g: _ConvGeometry) -> Any:
+    """The part of the padded input that the kernel positions and channels of ``box`` read."""
+    nsp = g.rank
     x_index = [slice(None)]
     for i in range(nsp):
         k = box[i].stop - box[i].start
@@ -183,7 +203,19 @@ def _box_conv(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, acc: An
         x_index.append(slice(start, start + (g.out_spatial[i] - 1) * g.strides[i]
                              + (k - 1) * g.dilation[i] + 1))
     x_index.append(box[nsp] if g.groups == 1 else slice(None))
-    return _conv(xp[tuple(x_index)], w[box], g, acc)
+    return xp[tuple(x_index)]
+
+
+def _window_sum(xp: Any, box: tuple[slice, ...], g: _ConvGeometry) -> Any:
+    """sum of the input over the window positions of ``box`` and the group's input channels:
+    [N, O-spatial..., groups], modulo 2**32 (channels summed first, then a window sum)."""
+    nsp = g.rank
+    xs = as_i32(_box_input(xp, box, g))
+    xs = xs.reshape(xs.shape[:-1] + (g.groups, xs.shape[-1] // g.groups))
+    xs = jnp.sum(xs, axis=-1, dtype=jnp.int32)
+    k = tuple(b.stop - b.start for b in box[:nsp])
+    return lax.reduce_window(xs, np.int32(0), lax.add, (1, *k, 1), (1, *g.strides, 1), "VALID",
+                             window_dilation=(1, *g.dilation, 1))
 
 
 def _box_sum_w(w: Any, box: tuple[slice, ...], nsp: int, wzp: int) -> Any:
@@ -202,12 +234,11 @@ def _zp_box_sum(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, zp: A
     sum x w - wzp sum x - zp sum (w - wzp). ``zp`` may vary along the batch axis."""
     nsp = g.rank
     oc = w.shape[nsp + 1]
-    acc = _box_conv(xp, jnp.asarray(w), box, g, jnp.int32)
+    acc = _const_eval(lambda a, b: _box_conv(a, b, box, g, jnp.int32), xp, w)
     if wzp != 0:
-        # sum x over the window and the group's input channels: a kernel of ones, one output
-        # per group (repeated over the group's output channels).
-        ones = np.ones((*w.shape[:nsp + 1], g.groups), np.int8)
-        window = _box_conv(xp, jnp.asarray(ones), box, g, jnp.int32)
+        # sum x over the window and the group's input channels, one value per group
+        # (repeated over the group's output channels).
+        window = _const_eval(lambda a: _window_sum(a, box, g), xp)
         if g.groups > 1:
             window = jnp.repeat(window, oc // g.groups, axis=-1)
         acc = acc - wzp * window
@@ -229,18 +260,22 @@ def _int_conv(node: Node, x: Any, w: Any, g: _ConvGeometry, zp: int, wzp: int) -
     if in_t == "INT8":
         # Padding holds input_zp, so it adds zero once the zero point is folded out. The int32
         # accumulator may not overflow (REQUIRE), so wrap-around partial sums are exact.
-        return _zp_box_sum(_pad_input(x, zp, g), w, full, g, zp, wzp)
+        xp = _const_eval(lambda a: _pad_input(a, zp, g), x)
+        return _zp_box_sum(xp, w, full, g, zp, wzp)
 
     # INT16 x INT8 -> INT48 (input_zp is 0 by ERROR_IF). x = 256 * hi + lo, hi the signed high
     # byte and lo the unsigned low byte, stored as the int8 lo - 128 (a zero point of -128).
     # Each half's sum over a box of K terms is at most K * 255 * max|w - wzp| in magnitude:
     # exact in int32 (modulo 2**32 arithmetic included) when that is below 2**31, else the
     # contraction is split into boxes that are, and the boxes are added as Wide.
-    xp = _pad_input(x, 0, g)
-    hi = (xp >> 8).astype(jnp.int8)
-    lo = ((xp & 0xFF) - 128).astype(jnp.int8)
+    def split(a: Any) -> Any:
+        xp = _pad_input(a, 0, g)
+        hi = (xp >> 8).astype(jnp.int8)
+        lo = ((xp & 0xFF) - 128).astype(jnp.int8)
+        return jnp.concatenate([hi, lo], axis=0)  # one correlation for both halves
+
     n = x.shape[0]
-    parts = jnp.concatenate([hi, lo], axis=0)  # one correlation for both halves
+    parts = _const_eval(split, x)
     half_zp = np.concatenate([np.zeros(n, np.int32), np.full(n, -128, np.int32)])
     half_zp = half_zp.reshape((2 * n,) + (1,) * (nsp + 1))
     bound = 255 * max(_weight_bound(w, weight_t, wzp), 1)
@@ -255,7 +290,9 @@ def _int_conv(node: Node, x: Any, w: Any, g: _ConvGeometry, zp: int, wzp: int) -
 
 def _float_conv(x: Any, w: Any, g: _ConvGeometry, acc_t: str) -> Any:
     acc = DEVICE_DTYPES[acc_t]
-    return _conv(_pad_input(x, 0.0, g).astype(acc), jnp.asarray(w).astype(acc), g, acc)
+    return _const_eval(
+        lambda a, b: _conv(_pad_input(a, 0.0, g).astype(acc), jnp.asarray(b).astype(acc), g, acc),
+        x, w)
 
 
 def _add_bias(node: Node, acc: Any, bias: Any, channels: int) -> Any:
@@ -567,9 +604,11 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
         acc = lax.dot_general(jnp.asarray(A), jnp.asarray(B), dims,
                               preferred_element_type=jnp.int32)
         if b_zp != 0:
-            acc = acc - int(b_zp) * jnp.sum(as_i32(A), axis=2, keepdims=True, dtype=jnp.int32)
+            acc = acc - int(b_zp) * _const_eval(
+                lambda t: jnp.sum(as_i32(t), axis=2, keepdims=True, dtype=jnp.int32), A)
         if a_zp != 0:
-            acc = acc - int(a_zp) * jnp.sum(as_i32(B), axis=1, keepdims=True, dtype=jnp.int32)
+            acc = acc - int(a_zp) * _const_eval(
+                lambda t: jnp.sum(as_i32(t), axis=1, keepdims=True, dtype=jnp.int32), B)
         return acc + _wrap32(c * int(a_zp) * int(b_zp))
     if in_t != "INT16" or out_t != "INT48":
         raise TosaValidationError(f"{node.op}: no type support for {in_t} -> {out_t}")
@@ -583,19 +622,23 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
     groups = max(1, -(-c // limit))
     kc = -(-c // groups)
     padc = groups * kc - c  # zero padding (true zeros: split after padding)
-    a = jnp.pad(jnp.asarray(A), ((0, 0), (0, 0), (0, padc)))
-    b = jnp.pad(jnp.asarray(B), ((0, 0), (0, padc), (0, 0)))
-    a8 = jnp.concatenate([(a >> 8).astype(jnp.int8), ((a & 0xFF) - 128).astype(jnp.int8)],
-                         axis=1).reshape(n, 2 * h, groups, kc)
-    b8 = jnp.concatenate([(b >> 8).astype(jnp.int8), ((b & 0xFF) - 128).astype(jnp.int8)],
-                         axis=2).reshape(n, groups, kc, 2 * w)
+
+    def bytes_of(t: Any, axis: int) -> Any:
+        """The operand padded with zeros along C, its byte halves stacked along ``axis``."""
+        t = jnp.pad(jnp.asarray(t), [(0, padc) if i == 3 - axis else (0, 0) for i in range(3)])
+        return jnp.concatenate([(t >> 8).astype(jnp.int8), ((t & 0xFF) - 128).astype(jnp.int8)],
+                               axis=axis)
+
+    a8 = _const_eval(lambda t: bytes_of(t, 1).reshape(n, 2 * h, groups, kc), A)
+    b8 = _const_eval(lambda t: bytes_of(t, 2).reshape(n, groups, kc, 2 * w), B)
     za = np.repeat(np.asarray([0, -128], np.int32), h).reshape(1, 1, 2 * h, 1)
     zb = np.repeat(np.asarray([0, -128], np.int32), w).reshape(1, 1, 1, 2 * w)
     s = lax.dot_general(a8, b8, (((3,), (2,)), ((0, 2), (0, 1))),
                         preferred_element_type=jnp.int32)  # [N, G, 2H, 2W]
     # sum (a - za)(b - zb) = sum a b - zb sum a - za sum b + kc za zb, per group.
-    row = jnp.sum(as_i32(a8), axis=3, dtype=jnp.int32).transpose(0, 2, 1)[..., None]
-    col = jnp.sum(as_i32(b8), axis=2, dtype=jnp.int32)[:, :, None, :]
+    row = _const_eval(
+        lambda t: jnp.sum(as_i32(t), axis=3, dtype=jnp.int32).transpose(0, 2, 1)[..., None], a8)
+    col = _const_eval(lambda t: jnp.sum(as_i32(t), axis=2, dtype=jnp.int32)[:, :, None, :], b8)
     s = s - zb * row - za * col + jnp.asarray(kc * za * zb, jnp.int32)
     total = wide(s[:, 0]) if groups == 1 else wide_sum32(s, axis=1)  # [N, 2H, 2W]
 
@@ -605,3 +648,100 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
     cross = wide_add(block(0, 1), block(1, 0))
     return wide_add(wide_add(wide_shl(wide_shl(block(0, 0), 8), 8), wide_shl(cross, 8)),
                     block(1, 1))
+
+
+# ----------------------------------------------------------------------------------------------
+# FFT2D / RFFT2D (EXT-FFT)
+#
+# The pseudocode is a direct 2-D DFT: out[oy, ox] = sum x[iy, ix] exp(-i a) with
+# a = sign 2 pi (ay / H + ax / W), ay = iy oy mod H, ax = ix ox mod W. exp(-i a) factors into a
+# row twiddle and a column twiddle, so the sum is two dense complex matrix products (along W,
+# then along H), evaluated in the graph's own precision with full-precision dot products. The
+# twiddles depend only on the static shapes: they are tabulated once, with the angles that are
+# multiples of pi/2 exact (so cos/sin there are exactly 0 or +-1, as RFFT2D's special case of
+# sin(a) = 0 needs).
+
+
+_DFT_MAX = 256  # beyond this length a dense twiddle table costs more than a fast transform
+
+
+def _twiddles(n: int, sign: float, count: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of sign 2 pi ((o i) mod n) / n as [count (o), n (i)] tables."""
+    k = (np.arange(count)[:, None] * np.arange(n)[None, :]) % n
+    angle = sign * 2 * np.pi * k / n
+    cos, sin = np.cos(angle), np.sin(angle)
+    quarter = (4 * k) % n == 0
+    q = (4 * k // n) % 4
+    cos = np.where(quarter, np.array([1.0, 0.0, -1.0, 0.0])[q], cos)
+    sin = np.where(quarter, sign * np.array([0.0, 1.0, 0.0, -1.0])[q], sin)
+    return cos.astype(dtype), sin.astype(dtype)
+
+
+def _dot_last(x: Any, t: np.ndarray) -> Any:
+    """sum_i x[..., i] t[o, i] -> [..., o], full precision."""
+    return lax.dot_general(x, jnp.asarray(t), (((x.ndim - 1,), (1,)), ((), ())),
+                           precision=lax.Precision.HIGHEST, preferred_element_type=x.dtype)
+
+
+def _complex_stage(re: Any, im: Any, cos: np.ndarray, sin: np.ndarray) -> tuple[Any, Any]:
+    """(re + i im) times exp(-i b) summed along the last axis: re cos + im sin and
+    im cos - re sin, as the pseudocode's sum_real / sum_imag."""
+    if im is None:
+        return _dot_last(re, cos), -_dot_last(re, sin)
+    return (_dot_last(re, cos) + _dot_last(im, sin),
+            _dot_last(im, cos) - _dot_last(re, sin))
+
+
+def _check_fft(node: Node, shapes_out: Any) -> tuple[int, int, int, Any]:
+    n, h, w = node.inputs[0].shape
+    for dim, v in (("H", h), ("W", w)):
+        if v < 1 or v & (v - 1):
+            raise _fail(node, f"!power_of_two({dim})", f"{dim} = {v}")
+    for t in node.inputs[1:]:
+        if tuple(t.shape) != (n, h, w):
+            raise TosaValidationError(f"{node.op}: input shapes differ: {list(t.shape)}")
+    for t in node.outputs:
+        if tuple(t.shape) != shapes_out(n, h, w):
+            raise TosaValidationError(f"{node.op}: output shape {list(t.shape)}, expected "
+                                      f"{list(shapes_out(n, h, w))}")
+    dt = node.inputs[0].dtype
+    if dt not in _FLOAT_TYPES or any(t.dtype != dt for t in (*node.inputs, *node.outputs)):
+        raise TosaValidationError(f"{node.op}: no type support for {dt}")
+    return n, h, w, DEVICE_DTYPES[dt]
+
+
+def _move_h_last(x: Any) -> Any:
+    return jnp.swapaxes(x, 1, 2)
+
+
+@lowering("FFT2D")
+def fft2d(node: Node, input_real: Any, input_imag: Any, *, inverse: bool,
+          local_bound: bool = False) -> tuple[Any, Any]:
+    _, h, w, dt = _check_fft(node, lambda n, h, w: (n, h, w))
+    sign = -1.0 if inverse else 1.0
+    re, im = jnp.asarray(input_real, dt), jnp.asarray(input_imag, dt)
+    if max(h, w) > _DFT_MAX:
+        # Large transforms: the same sums by a fast transform on complex pairs of the graph's
+        # type (the spec allows transform-based algorithms; their error is no larger). The
+        # inverse is unnormalised: conj(fft(conj(x))).
+        z = lax.complex(re, -im if inverse else im)
+        z = jnp.fft.fft2(z, axes=(1, 2))
+        return jnp.real(z).astype(dt), (-jnp.imag(z) if inverse else jnp.imag(z)).astype(dt)
+    # along W: [N, H, W(ix)] -> [N, H, W(ox)]
+    re, im = _complex_stage(re, im, *_twiddles(w, sign, w, dt))
+    # along H: [N, W, H(iy)] -> [N, W, H(oy)]
+    re, im = _complex_stage(_move_h_last(re), _move_h_last(im), *_twiddles(h, sign, h, dt))
+    return _move_h_last(re), _move_h_last(im)
+
+
+@lowering("RFFT2D")
+def rfft2d(node: Node, input_real: Any, *, local_bound: bool = False) -> tuple[Any, Any]:
+    _, h, w, dt = _check_fft(node, lambda n, h, w: (n, h, w // 2 + 1))
+    re = jnp.asarray(input_real, dt)
+    if max(h, w) > _DFT_MAX:
+        z = jnp.fft.rfft2(re, axes=(1, 2))  # see fft2d
+        return jnp.real(z).astype(dt), jnp.imag(z).astype(dt)
+    # along W (real input), only the W/2 + 1 non-redundant output columns
+    re, im = _complex_stage(re, None, *_twiddles(w, 1.0, w // 2 + 1, dt))
+    re, im = _complex_stage(_move_h_last(re), _move_h_last(im), *_twiddles(h, 1.0, h, dt))
+    return _move_h_last(re), _move_h_last(im)

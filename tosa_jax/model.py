@@ -143,8 +143,11 @@ class Model:
     def _check_input(self, spec: TensorSpec, value: Any) -> Any:
         if not hasattr(value, "dtype") or not hasattr(value, "shape"):
             value = np.asarray(value)
-        if np.dtype(value.dtype).kind == "V" and value.dtype.itemsize == spec.np_dtype.itemsize:
-            # numpy has no bf16/fp8: such .npy files (the reference model's) hold raw records.
+        raw = np.dtype(value.dtype).kind == "V" or (
+            spec.dtype.startswith("FP8") and np.dtype(value.dtype) == np.uint8)
+        if raw and value.dtype.itemsize == spec.np_dtype.itemsize:
+            # numpy has no bf16/fp8: such .npy files (the reference model's) hold raw records,
+            # or, for FP8E5M2, uint8 bit patterns.
             value = np.asarray(value).view(spec.np_dtype)
         if tuple(value.shape) != spec.shape:
             raise TosaInputError(f"input {spec.name!r}: expected shape {list(spec.shape)}, "
