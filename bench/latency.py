@@ -49,13 +49,19 @@ def measure(path: Path, repeat: int) -> dict:
     first_ms = (time.perf_counter() - t0) * 1e3
     ours_ms = _median_ms(lambda: jax.block_until_ready(model(x)), repeat)
     outs, status = ref.run(data, [x])
-    if np.asarray(outs[0]).shape != np.asarray(model(x)).shape or not np.array_equal(
-            np.asarray(outs[0]), np.asarray(model(x))):
+    want, got = np.asarray(outs[0]), np.asarray(model(x))
+    exact = got.dtype.kind in "iub"
+    # Integers must be identical; FP (reference in its FP32 mode) only a sanity bound here,
+    # the spec's error bounds are checked by tests/test_networks_fp.py.
+    same = want.shape == got.shape and (
+        np.array_equal(want, got) if exact
+        else np.allclose(want, got, rtol=0, atol=1e-4 * max(1.0, float(np.abs(want).max()))))
+    if not same:
         raise SystemExit(f"{path.name}: tosa_jax and the reference model disagree")
     ref_ms = _median_ms(lambda: ref.run(data, [x]), max(3, repeat // 10))
     return {"graph": path.name, "tosa_jax_ms": ours_ms, "reference_ms": ref_ms,
             "speedup": ref_ms / ours_ms, "tosa_jax_first_call_ms": first_ms,
-            "bit_exact": True}
+            "bit_exact": exact}
 
 
 def main() -> None:
