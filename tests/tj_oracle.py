@@ -55,3 +55,20 @@ def run_reference(tosa: bytes | str | os.PathLike, inputs: dict[str, np.ndarray]
             raise AssertionError(f"reference model failed ({proc.returncode}):\n"
                                  f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         return {n: np.load(d / f) for n, f in zip(outputs, ofiles)}
+
+
+def check_exact(reference, b, outputs: list[str], inputs: dict[str, np.ndarray]) -> None:
+    """Build ``b``'s graph, run it on the reference model and on tosa_jax (x64 off and on), and
+    demand identical results and dtypes."""
+    import jax
+
+    import tosa_jax
+
+    data = tosa_jax.write(b.build(outputs))
+    ref = reference(data, inputs, outputs)
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            got = tosa_jax.load(data).run(inputs)
+        for name in outputs:
+            assert got[name].dtype == ref[name].dtype, (name, x64)
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} x64={x64}")
