@@ -9,6 +9,7 @@ from tosa_jax.errors import (
     TosaValidationError,
     TosaVersionError,
 )
+from tosa_jax.evaluate import EvalResult, evaluate
 from tosa_jax.ir import Graph, GraphBuilder
 from tosa_jax.lowering.numerics import Wide
 from tosa_jax.model import Model, TensorSpec, load
@@ -17,7 +18,7 @@ from tosa_jax.serialization import read, write
 __version__ = "0.1.0"
 
 __all__ = [
-    "Graph", "GraphBuilder", "Model", "TensorSpec", "TosaError", "TosaFormatError",
+    "EvalResult", "Graph", "GraphBuilder", "Model", "TensorSpec", "TosaError", "TosaFormatError",
     "TosaInputError", "TosaLimitError", "TosaUnsupportedError", "TosaValidationError",
-    "TosaVersionError", "Wide", "load", "read", "write",
+    "TosaVersionError", "Wide", "evaluate", "load", "read", "write",
 ]

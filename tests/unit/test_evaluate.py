@@ -1,0 +1,176 @@
+"""tosa_jax.evaluate / ``tosa-jax eval``: a batch-1 graph over a dataset, in vmapped batches
+sharded over devices, bit-identical to single calls and to the reference model (INT graphs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+from tj_oracle import FIXTURES
+
+import tosa_jax
+from tosa_jax import GraphBuilder, TosaInputError
+
+INT_NETWORKS = ["cnn_int8", "mlp_attn_int8"]
+
+
+def _samples(model: tosa_jax.Model, n: int, seed: int) -> np.ndarray:
+    """n seeded int8 samples, stacked without the graph's batch-1 axis."""
+    spec = model.inputs[0]
+    rng = np.random.default_rng(seed)
+    return rng.integers(-128, 128, (n, *spec.shape[1:])).astype(spec.np_dtype)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("name", INT_NETWORKS)
+def test_batched_equals_one_by_one_and_reference(reference, name: str, x64: bool) -> None:
+    path = FIXTURES / f"{name}.tosa"
+    with jax.enable_x64(x64):
+        model = tosa_jax.load(path)
+        xs = _samples(model, 21, seed=1)  # 21 = two full batches of 8 and a padded one
+        result = tosa_jax.evaluate(model, xs, batch_size=8, progress=False)
+        out = model.outputs[0]
+        got = result.outputs[out.name]
+        assert got.shape == (21, *out.shape[1:]) and got.dtype == out.np_dtype
+        one_by_one = np.stack([np.asarray(model(x[None]))[0] for x in xs])
+        np.testing.assert_array_equal(got, one_by_one)
+    # and the oracle, on a few samples (the reference model runs one sample per process)
+    for i in (0, 7, 20):
+        want = reference(path, {model.inputs[0].name: xs[i][None]}, [out.name])[out.name]
+        np.testing.assert_array_equal(got[i][None], want, err_msg=f"{name} sample {i}")
+
+
+def test_unsqueezed_inputs_metric_and_predictions() -> None:
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa")
+    xs = _samples(model, 10, seed=2)
+    labels = np.arange(10) % 3
+    a = tosa_jax.evaluate(model, xs, labels=labels, batch_size=4, progress=False)
+    b = tosa_jax.evaluate(model, xs[:, None], labels=labels, batch_size=64, progress=False)
+    name = model.outputs[0].name
+    assert a.outputs[name].shape == (10, 10) and b.outputs[name].shape == (10, 1, 10)
+    np.testing.assert_array_equal(a.outputs[name], b.outputs[name][:, 0])
+    # predictions are the arg-max of each sample's scores, the metric counts label matches
+    np.testing.assert_array_equal(a.predictions, a.outputs[name].argmax(axis=1))
+    assert a.metric == pytest.approx(np.mean(a.predictions == labels))
+    custom = tosa_jax.evaluate(model, xs, labels=labels, progress=False,
+                               metric=lambda p, y: float(np.sum(p == y)))
+    assert custom.metric == np.sum(a.predictions == labels)
+
+
+def _two_input_graph() -> tosa_jax.Graph:
+    b = GraphBuilder()
+    x = b.input("x", (1, 4), "INT16")
+    y = b.input("y", (1, 4), "INT16")
+    s = b.op("ADD", [b.op("MUL", [x, y, b.const([0], "INT8")], (1, 4), "INT32"),
+                     b.op("CAST", [x], (1, 4), "INT32")], (1, 4), "INT32")
+    return b.build([s])
+
+
+def test_several_inputs_by_name_and_order(reference) -> None:
+    graph = _two_input_graph()
+    rng = np.random.default_rng(3)
+    x = rng.integers(-2**15, 2**15, (5, 4)).astype(np.int16)
+    y = rng.integers(-2**15, 2**15, (5, 4)).astype(np.int16)
+    by_name = tosa_jax.evaluate(graph, {"x": x, "y": y}, metric=None, progress=False)
+    in_order = tosa_jax.evaluate(graph, (x, y), progress=False)
+    out = graph.main.outputs[0]
+    np.testing.assert_array_equal(by_name.outputs[out], in_order.outputs[out])
+    data = tosa_jax.write(graph)
+    for i in range(5):
+        want = reference(data, {"x": x[i][None], "y": y[i][None]}, [out])[out]
+        np.testing.assert_array_equal(by_name.outputs[out][i][None], want)
+
+
+def test_bad_input_is_refused_clearly() -> None:
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa")
+    xs = _samples(model, 4, seed=4)
+    with pytest.raises(TosaInputError, match="expected samples of shape"):
+        tosa_jax.evaluate(model, xs[:, :, :5])
+    with pytest.raises(TosaInputError, match="expected INT8"):
+        tosa_jax.evaluate(model, xs.astype(np.int16))
+    with pytest.raises(TosaInputError, match="3 labels for 4 samples"):
+        tosa_jax.evaluate(model, xs, labels=[0, 1, 2])
+    with pytest.raises(TosaInputError, match="unknown metric"):
+        tosa_jax.evaluate(model, xs, metric="f1")
+    with pytest.raises(TosaInputError, match="at least one sample"):
+        tosa_jax.evaluate(model, xs[:0])
+    with pytest.raises(TosaInputError, match="takes 2 inputs"):
+        tosa_jax.evaluate(_two_input_graph(), xs)
+    with pytest.raises(TosaInputError, match="another input has"):
+        tosa_jax.evaluate(_two_input_graph(), (np.zeros((3, 4), np.int16),
+                                               np.zeros((2, 4), np.int16)))
+
+
+def test_stateful_graph_is_refused() -> None:
+    from tosa_jax.ir import Block, Graph, Operator, Region, Tensor
+
+    init = np.array([1, 2], np.int8)
+    b = Block("main", inputs=["x"], outputs=["y"])
+    b.tensors = {"x": Tensor("x", (2,), "INT8"), "y": Tensor("y", (2,), "INT8"),
+                 "v": Tensor("v", (2,), "INT8", data=init, variable=True, variable_name="acc")}
+    b.operators = [Operator("VARIABLE", [], ["v"]), Operator("VARIABLE_READ", ["v"], ["y"]),
+                   Operator("VARIABLE_WRITE", ["x"], ["v"])]
+    model = tosa_jax.load(Graph((1, 0, 0, False), [Region("main", [b])]))
+    assert model.variables
+    with pytest.raises(TosaInputError, match="variables"):
+        tosa_jax.evaluate(model, np.zeros((3, 2), np.int8))
+
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import jax
+    jax.config.update("jax_num_cpu_devices", 4)
+    import numpy as np
+    import tosa_jax
+    model = tosa_jax.load(sys.argv[1])
+    xs = np.load(sys.argv[2])
+    r4 = tosa_jax.evaluate(model, xs, batch_size=12, progress=False)
+    r1 = tosa_jax.evaluate(model, xs, batch_size=12, devices=jax.devices()[:1], progress=False)
+    name = model.outputs[0].name
+    single = np.stack([np.asarray(model(x[None]))[0] for x in xs])
+    print(json.dumps({"devices": r4.devices, "batch": r4.batch_size,
+                      "same_as_one_device": bool(np.array_equal(r4.outputs[name],
+                                                                r1.outputs[name])),
+                      "same_as_single_calls": bool(np.array_equal(r4.outputs[name], single))}))
+""")
+
+
+@pytest.mark.parametrize("name", INT_NETWORKS)
+def test_sharded_over_four_host_devices(tmp_path, name: str) -> None:
+    model = tosa_jax.load(FIXTURES / f"{name}.tosa")
+    np.save(tmp_path / "xs.npy", _samples(model, 30, seed=5))
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(FIXTURES / f"{name}.tosa"),
+                           str(tmp_path / "xs.npy")], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"devices": 4, "batch": 12, "same_as_one_device": True,
+                   "same_as_single_calls": True}
+
+
+def test_cli_eval(tmp_path) -> None:
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa")
+    xs = _samples(model, 9, seed=6)
+    labels = np.arange(9) % 10
+    np.save(tmp_path / "xs.npy", xs)
+    np.save(tmp_path / "y.npy", labels)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-m", "tosa_jax.cli", "eval",
+                           str(FIXTURES / "cnn_int8.tosa"), str(tmp_path / "xs.npy"),
+                           "--labels", str(tmp_path / "y.npy"), "-b", "4", "--host-devices", "2",
+                           "-q", "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "9 samples on 2 device(s), batch 4" in proc.stdout
+    out = np.load(tmp_path / "out" / f"{model.outputs[0].name}.npy")
+    single = np.stack([np.asarray(model(x[None]))[0] for x in xs])
+    np.testing.assert_array_equal(out, single)
+    accuracy = float(np.mean(single.argmax(axis=1) == labels))
+    assert f"accuracy: {accuracy:.4f}" in proc.stdout
