@@ -99,6 +99,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Run a batch-1 graph over stacked samples (vmapped, sharded over devices)."""
+    import jax
+
+    from tosa_jax.evaluate import evaluate
+
+    if args.host_devices:
+        try:  # only possible before JAX has started its CPU backend
+            jax.config.update("jax_num_cpu_devices", args.host_devices)
+        except RuntimeError as e:
+            raise TosaInputError(f"--host-devices: {e}") from e
+    model = load(args.graph, device=args.device)
+    samples = _parse_inputs(model, args.inputs)
+    labels = None
+    if args.labels:
+        try:
+            labels = np.load(args.labels, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise TosaInputError(f"cannot read labels {args.labels}: {e}") from e
+    result = evaluate(model, samples, labels=labels, metric=args.metric,
+                      batch_size=args.batch_size, progress=not args.quiet)
+    out_dir = Path(args.output_dir) if args.output_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, value in result.outputs.items():
+            np.save(out_dir / f"{name}.npy", value)
+        if result.predictions is not None:
+            np.save(out_dir / "predictions.npy", result.predictions)
+    print(f"{result.samples} samples on {result.devices} device(s), batch {result.batch_size}: "
+          f"{result.seconds:.3f} s ({result.samples_per_second:.1f} samples/s; first batch "
+          f"with compilation {result.first_batch_seconds:.3f} s)")
+    for name, value in result.outputs.items():
+        print(f"{name}: {value.dtype} {list(value.shape)}"
+              + (f" -> {out_dir / (name + '.npy')}" if out_dir else ""))
+    if result.metric is not None:
+        print(f"{result.metric_name}: {result.metric:.4f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tosa-jax", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -122,6 +161,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-p", "--print", action="store_true", help="print output values")
     p.add_argument("--device", help="JAX platform to run on: cpu or gpu (default: JAX's)")
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("eval", help="run a batch-1 graph over a dataset of stacked samples "
+                                    "(vmapped batches sharded over all devices)")
+    p.add_argument("graph")
+    p.add_argument("inputs", nargs="+", metavar="[NAME=]SAMPLES.npy",
+                   help="samples stacked on a leading axis, per input")
+    p.add_argument("--labels", help="class labels .npy ([N] integers) for the metric")
+    p.add_argument("--metric", default="accuracy", help="metric on the first output")
+    p.add_argument("-b", "--batch-size", type=int, default=256)
+    p.add_argument("-o", "--output-dir", help="write each output (and predictions) as .npy")
+    p.add_argument("--device", help="JAX platform to run on: cpu or gpu (default: JAX's)")
+    p.add_argument("--host-devices", type=int, metavar="N",
+                   help="split the CPU into N JAX devices and shard batches over them")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_eval)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
