@@ -29,3 +29,7 @@ class TosaInputError(TosaError):
 
 class TosaLimitError(TosaError):
     """A declared size is over the configured limit; refused before anything was allocated."""
+
+
+class TosaHardwareError(TosaError):
+    """A hardware model was asked for something it does not know (an unknown device name)."""
