@@ -1,5 +1,6 @@
 """The ``tosa-jax`` command line: ``run`` a graph on .npy inputs, ``info`` about a graph,
-``check`` what it requires (profiles, extensions, level) and whether it is valid TOSA."""
+``check`` what it requires (profiles, extensions, level) and whether it is valid TOSA,
+``partition`` it across device models (NPU, GPU, CPU) with a cost estimate."""
 
 from __future__ import annotations
 
@@ -138,6 +139,49 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_partition(args: argparse.Namespace) -> int:
+    """Place a graph on device models, print placement and estimate, write partitions + SVG."""
+    import json
+
+    from tosa_jax import hw_models
+    from tosa_jax.hw_models.cost import vela_cycles_total
+
+    graph = read_source(args.graph)
+    policy = None
+    if args.policy:
+        try:
+            policy = json.loads(Path(args.policy).read_text())
+            # operator indices arrive as strings in JSON
+            policy = {int(k) if k.isdigit() else k: v for k, v in policy.items()}
+        except (OSError, ValueError, AttributeError) as e:
+            raise TosaInputError(f"--policy: cannot read {args.policy}: {e}") from e
+    pg = hw_models.partition(graph, args.target, policy, fallback=args.fallback)
+    stem = Path(args.graph).stem
+    out_dir = Path(args.out or f"{stem}_partitions")
+    paths = pg.write(out_dir, stem=stem)
+    vela = {}
+    if args.vela:
+        for p, path in zip(pg.partitions, paths):
+            if hw_models.get_device(p.device).kind == "npu":
+                vela[p.index] = vela_cycles_total(path, p.device, out_dir / f"vela_{p.index}")
+    cost = hw_models.estimate(pg, vela_cycles=vela)
+    print(f"{args.graph}: {pg.summary()}")
+    for i, why in sorted(pg.reasons.items()):
+        op = graph.main.operators[i]
+        print(f"  #{i} {op.op} on {pg.placement[i]}: {'; '.join(why)}")
+    for note in pg.notes:
+        print(f"note: {note}")
+    print()
+    print(hw_models.table(cost, pg, per_op=args.per_op))
+    svg_path = Path(args.svg) if args.svg else out_dir / f"{stem}.svg"
+    hw_models.svg(pg, cost, svg_path)
+    print(f"partitions: {', '.join(str(p) for p in paths)}; picture: {svg_path}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(hw_models.report_dict(pg, cost), indent=1))
+        print(f"report: {args.json}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tosa-jax", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -175,6 +219,22 @@ def main(argv: list[str] | None = None) -> int:
                    help="split the CPU into N JAX devices and shard batches over them")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_eval)
+    p = sub.add_parser("partition", help="place a graph on NPU/GPU/CPU device models: partitions, "
+                                         "cost estimate, picture")
+    p.add_argument("graph")
+    p.add_argument("--target", nargs="+", required=True, metavar="DEVICE",
+                   help="device(s) in order of preference, e.g. ethos-u55-128 (CPU fallback)")
+    p.add_argument("--fallback", help="device for what no target runs (default: cpu)")
+    p.add_argument("--policy", metavar="JSON",
+                   help="file mapping operator index, location, output or type to a device")
+    p.add_argument("--out", metavar="DIR",
+                   help="write the partitions (.tosa) and picture here (default: STEM_partitions)")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    p.add_argument("--svg", metavar="FILE", help="write the picture here (default: in --out)")
+    p.add_argument("--per-op", action="store_true", help="print the per-operator table")
+    p.add_argument("--vela", action="store_true",
+                   help="compile NPU partitions with Vela and show its cycles beside ours")
+    p.set_defaults(func=cmd_partition)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

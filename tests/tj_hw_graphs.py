@@ -1,0 +1,179 @@
+"""Small INT8 networks built in code, for the partitioning tests and bench/vela_cycles.py: the
+layer patterns the ExecuTorch exporter emits (CONV2D/DEPTHWISE_CONV2D + RESCALE + CLAMP/TABLE,
+int8 ADD through int32 RESCALEs, pools, MATMUL), at shapes unlike the fixtures', and one with an
+operator the Ethos-U55 refuses (an int32 BITWISE_AND) so that the graph splits across devices.
+
+Named uniquely (tosa-tools installs a top-level ``tests`` package); conftest.py puts this
+directory on sys.path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tosa_jax.ir import Graph, GraphBuilder
+
+
+class Net:
+    """A GraphBuilder with the exporter's int8 layer patterns; tensors tracked with shapes."""
+
+    def __init__(self, seed: int) -> None:
+        self.b = GraphBuilder()
+        self.rng = np.random.default_rng(seed)
+        self.shape: dict[str, tuple[int, ...]] = {}
+
+    def input(self, name: str, shape: tuple[int, ...]) -> str:
+        self.shape[name] = shape
+        return self.b.input(name, shape, "INT8")
+
+    def _op(self, op: str, ins: list[str], shape: tuple[int, ...], dtype: str, **a) -> str:
+        out = self.b.op(op, ins, shape, dtype, **a)
+        self.shape[out] = shape
+        return out
+
+    @staticmethod
+    def shift(spread: float) -> int:
+        """The RESCALE shift (multiplier ~2^29.5) that brings values of this spread to ~40."""
+        return int(round(30.5 + np.log2(spread / 40)))
+
+    def rescale(self, x: str, out: str = "INT8", shift: int = 38, inp: str = "INT32",
+                per_channel: bool = False, mult: int | None = None) -> str:
+        """As the exporter writes them: multipliers in [2^30, 2^31), 32-bit scaling."""
+        b = self.b
+        k = self.shape[x][-1] if per_channel else 1
+        mults = self.rng.integers(1 << 30, (1 << 31) - 1, (k,)) if mult is None else [mult]
+        return self._op("RESCALE", [x, b.const(mults, "INT32"), b.const([shift] * k, "INT8"),
+                                    b.const([0], inp), b.const([0], out)],
+                        self.shape[x], out, scale32=True, rounding_mode="SINGLE_ROUND",
+                        per_channel=per_channel, input_unsigned=False, output_unsigned=False)
+
+    def clamp(self, x: str) -> str:
+        return self._op("CLAMP", [x], self.shape[x], "INT8", min_val=np.int8(0),
+                        max_val=np.int8(127), nan_mode="PROPAGATE")
+
+    def table(self, x: str) -> str:
+        values = np.clip(np.arange(-128, 128) // 2 + 10, -128, 127)
+        return self._op("TABLE", [x, self.b.const(values, "INT8")], self.shape[x], "INT8")
+
+    def conv(self, x: str, oc: int, k: int = 3, stride: int = 1, depthwise: bool = False,
+             act: str = "clamp") -> str:
+        b = self.b
+        n, h, w, c = self.shape[x]
+        p = k // 2
+        q = p - (h - 1 + 2 * p - (k - 1)) % stride  # bottom/right pad: exact division
+        oh, ow = (h - 1 + p + q - (k - 1)) // stride + 1, (w - 1 + p + q - (k - 1)) // stride + 1
+        if depthwise:
+            wt = self.rng.integers(-40, 40, (k, k, c, 1))
+            oc = c
+        else:
+            wt = self.rng.integers(-20, 20, (oc, k, k, c))
+        ins = [x, b.const(wt, "INT8"), b.const(self.rng.integers(-500, 500, (oc,)), "INT32"),
+               b.const([0], "INT8"), b.const([0], "INT8")]
+        y = self._op("DEPTHWISE_CONV2D" if depthwise else "CONV2D", ins, (n, oh, ow, oc),
+                     "INT32", pad=(p, q, p, q), stride=(stride, stride), dilation=(1, 1),
+                     acc_type="INT32", local_bound=False)
+        fan_in = k * k * (1 if depthwise else c)
+        y = self.rescale(y, shift=self.shift(np.sqrt(fan_in) * 50 * wt.std()),
+                         per_channel=True)
+        return self.clamp(y) if act == "clamp" else self.table(y) if act == "table" else y
+
+    def add(self, x: str, y: str) -> str:
+        """The exporter's int8 ADD: both inputs up to int32 with 20 bits of headroom (the
+        first by exactly 2^19), added, and scaled back down: a pattern Vela fuses into one
+        NPU Add."""
+        a = self.rescale(x, "INT32", shift=11, inp="INT8", mult=1 << 30)
+        c = self.rescale(y, "INT32", shift=12, inp="INT8")
+        s = self._op("ADD", [a, c], self.shape[x], "INT32")
+        return self.rescale(s, shift=50)
+
+    def global_pool(self, x: str) -> str:
+        n, h, w, c = self.shape[x]
+        b = self.b
+        return self._op("AVG_POOL2D", [x, b.const([0], "INT8"), b.const([0], "INT8")],
+                        (n, 1, 1, c), "INT8", kernel=(h, w), stride=(1, 1),
+                        pad=(0, 0, 0, 0), acc_type="INT32")
+
+    def max_pool(self, x: str, k: int) -> str:
+        n, h, w, c = self.shape[x]
+        return self._op("MAX_POOL2D", [x], (n, h // k, w // k, c), "INT8", kernel=(k, k),
+                        stride=(k, k), pad=(0, 0, 0, 0), nan_mode="PROPAGATE")
+
+    def bitwise_and(self, x: str) -> str:
+        """int8 -> int32, AND with a mask, back to int8: the Ethos-U55 has no int32 AND."""
+        wide = self.rescale(x, "INT32", shift=30, inp="INT8")
+        mask = self.b.const(np.full((1,) * len(self.shape[x]), 0x7FFFFFF0), "INT32")
+        y = self._op("BITWISE_AND", [wide, mask], self.shape[x], "INT32")
+        return self.rescale(y, shift=31)
+
+    def matmul(self, x: str, y: str) -> str:
+        n, h, c = self.shape[x]
+        w = self.shape[y][2]
+        b = self.b
+        m = self._op("MATMUL", [x, y, b.const([0], "INT8"), b.const([0], "INT8")], (n, h, w),
+                     "INT32")
+        return self.rescale(m, shift=self.shift(np.sqrt(c) * 50 * 50))
+
+    def reshape(self, x: str, shape: tuple[int, ...]) -> str:
+        return self._op("RESHAPE", [x, self.b.const(list(shape), "SHAPE")], shape, "INT8")
+
+    def build(self, outputs: list[str]) -> Graph:
+        return self.b.build(outputs)
+
+
+def convnet(seed: int = 1) -> Graph:
+    """Conv 3x3 s2 -> depthwise 3x3 -> conv 1x1 -> residual add -> conv 3x3 -> pools."""
+    n = Net(seed)
+    x = n.input("x", (1, 24, 24, 8))
+    a = n.conv(x, 24, 3, stride=2)
+    d = n.conv(a, 0, 3, depthwise=True, act="table")
+    c = n.conv(d, 24, 1)
+    r = n.add(a, c)
+    e = n.conv(r, 48, 3)
+    p = n.max_pool(e, 2)
+    q = n.global_pool(p)
+    return n.build([q])
+
+
+def widenet(seed: int = 2) -> Graph:
+    """Wider, shallower: conv 3x3 64 channels at 16x16, 1x1 down, add, average pool."""
+    n = Net(seed)
+    x = n.input("x", (1, 16, 16, 16))
+    a = n.conv(x, 64, 3, act="table")
+    b = n.conv(a, 16, 1)
+    c = n.add(x, b)
+    d = n.conv(c, 32, 3, stride=2)
+    return n.build([n.global_pool(d)])
+
+
+def attention(seed: int = 3) -> Graph:
+    """Two int8 MATMULs with a 1x1 conv projection, as in a small attention block."""
+    n = Net(seed)
+    x = n.input("x", (1, 8, 32))
+    q = n.reshape(x, (8, 1, 1, 32))
+    p = n.conv(q, 32, 1, act="none")
+    p = n.reshape(p, (1, 8, 32))
+    kt = n.input("kt", (1, 32, 12))
+    s = n.matmul(p, kt)
+    v = n.input("v", (1, 12, 16))
+    return n.build([n.matmul(s, v)])
+
+
+def mixed(seed: int = 4) -> Graph:
+    """convnet-like, with an int32 BITWISE_AND in the middle (CPU on the Ethos-U55)."""
+    n = Net(seed)
+    x = n.input("x", (1, 16, 16, 8))
+    a = n.conv(x, 16, 3)
+    m = n.bitwise_and(a)
+    c = n.conv(m, 16, 1)
+    r = n.add(a, c)
+    return n.build([n.global_pool(n.conv(r, 16, 3, stride=2))])
+
+
+NETWORKS = {"syn_convnet": convnet, "syn_widenet": widenet, "syn_attention": attention,
+            "syn_mixed": mixed}
+
+
+def example_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {n: rng.integers(-128, 128, graph.main.tensors[n].shape).astype(np.int8)
+            for n in graph.main.inputs}
