@@ -10,6 +10,11 @@ Commands (run from anywhere; tosa-tools must be installed in the running interpr
   python bench/conformance.py generate --out /tmp/conf_slice --slice -j 2
   # judge tosa_jax (the compliance reference model runs first and is the oracle)
   python bench/conformance.py run --tests /work/conf_full -j 2 --json conformance.json
+  # passed/failed per operator x profile/extension (from desc.json's test_requirements), of
+  # one run or of a suite run in parts (later results replace earlier ones of the same test);
+  # --suite counts the suite's tests without a result as "not run"
+  python bench/conformance.py table --json part1.json part2.json --suite /work/conf_full \
+      --markdown --out TABLE.md --write-json all.json
 
 ``generate`` wraps ``tosa_verif_conformance_generator``; ``run`` wraps ``tosa_verif_run_tests``
 with the ``tosa_jax_sut`` module (tests/conformance/tosa_jax_sut.py) and reads back the runner's
@@ -54,7 +59,7 @@ DEFAULT_VERSION = "1.0.2"
 DEFAULT_PROFILES = ("tosa-pro-int",)
 DEFAULT_EXTENSIONS = ("tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround")
 DEFAULT_SEED = 42  # the generator's default: the official suite
-SLICE_VERSION = 2  # bump when select_slice changes, so cached slices are rebuilt
+SLICE_VERSION = 3  # bump when select_slice changes, so cached slices are rebuilt
 
 SUT_ALIASES = {"tosa_jax": SUT_MODULE, "ref": REF_SUT_MODULE}
 
@@ -301,9 +306,11 @@ def generate(out: Path, selection: Selection, jobs: int = 2, keep: Iterable[str]
 _DT = r"(?:b|bool|i4|i8|i16|i32|i48|i64|u8|u16|f16|f32|bf16|f8e4m3|f8e5m2|shape)"
 # element-type tokens of a test name: input type(s), accumulator, output and index types
 _TYPE_TOKEN = re.compile(rf"^(?:out|acc|idx)?{_DT}(?:x{_DT})?$")
-# tokens that select an element type too: RESCALE's unsigned input/output and scale32 (an
-# INT32 or INT16 multiplier input), RESIZE's mode
-_TYPE_FLAG = re.compile(r"^(?:iu[01]|ou[01]|sc[01]|mode[A-Z])$")
+# tokens that are part of the signature too: RESCALE's unsigned input/output and scale32 (an
+# INT32 or INT16 multiplier input), RESIZE's mode, a rounding mode (RESCALE's rmI is
+# EXT-INEXACTROUND, rmD EXT-DOUBLEROUND) and dyn (the EXT-DYNAMIC form: zero points, shifts or
+# paddings as non-constant inputs), so every extension's signatures are in the slice
+_TYPE_FLAG = re.compile(r"^(?:iu[01]|ou[01]|sc[01]|mode[A-Z]|rm[A-Z]|dyn)$")
 # variants each operator should exercise at least once: rounding mode, per-channel, special
 # data (integer border cases, full range, floating-point specials)
 _VARIANT = re.compile(r"^(?:rm[A-Z]|pc[01]|is|fs|full)$")
@@ -389,9 +396,10 @@ def select_slice(names: Iterable[str], operators: Sequence[str] | None = None) -
 
     For each operator: one test per type signature (the element-type tokens of the name:
     input/weight, accumulator, output and index types, RESCALE's unsigned input/output and
-    scale32, RESIZE's mode), then, for each variant the operator has (rounding mode,
-    per-channel, special data, rank 0) that the picks do not cover yet, one test that has it.
-    """
+    scale32, RESIZE's mode, the rounding mode, the EXT-DYNAMIC form), then, for each variant
+    the operator has (per-channel, special data, rank 0) that the picks do not cover yet, one
+    test that has it. With all profiles and extensions selected, every extension's operators
+    and types are therefore in the slice (their element types, dyn, rmI, their operators)."""
     ops = list(operators) if operators is not None else _operator_names()
     by_op: dict[str, list[TestName]] = defaultdict(list)
     for name in sorted(set(names)):
@@ -485,6 +493,40 @@ def test_operator(test_dir: Path) -> str:
         return test_dir.parent.name.upper()
 
 
+def test_requirements(test_dir: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The profiles a test belongs to and the extensions it requires, from its desc.json
+    (``test_requirements``), as short upper-case names: (("PRO-FP",), ("EXT-BF16",))."""
+    try:
+        req = json.loads((test_dir / "desc.json").read_text()).get("test_requirements", {})
+    except (OSError, ValueError):
+        return (), ()
+
+    def short(names: object) -> tuple[str, ...]:
+        return tuple(sorted(str(n).upper().removeprefix("TOSA-") for n in names or ()))
+
+    return short(req.get("profiles_supported")), short(req.get("extensions_required"))
+
+
+# column order of the profile/extension tables
+_CATEGORY_ORDER = ("PRO-INT", "PRO-FP", "EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND",
+                   "EXT-INEXACTROUND", "EXT-BF16", "EXT-FP8E4M3", "EXT-FP8E5M2", "EXT-FFT",
+                   "EXT-CONTROLFLOW", "EXT-DYNAMIC", "EXT-VARIABLE")
+
+
+def _category_key(name: str) -> tuple[int, str]:
+    first = name.split("+")[0].split("/")[0]
+    order = _CATEGORY_ORDER.index(first) if first in _CATEGORY_ORDER else len(_CATEGORY_ORDER)
+    return (order, name)
+
+
+def test_category(profiles: Sequence[str], extensions: Sequence[str]) -> str:
+    """One label per test: the extensions it requires ("EXT-BF16+EXT-DYNAMIC"), or, when it
+    needs none, the profiles it belongs to ("PRO-FP", "PRO-FP/PRO-INT" for both)."""
+    if extensions:
+        return "+".join(sorted(extensions, key=_category_key))
+    return "/".join(sorted(profiles, key=_category_key)) or "?"
+
+
 def clean_results(test_dirs: Iterable[Path]) -> None:
     """Delete result files left in test directories by earlier runs."""
     for test_dir in test_dirs:
@@ -510,6 +552,12 @@ class TestResult:
     result: str  # the runner's result code name, e.g. EXPECTED_PASS, UNEXPECTED_FAILURE
     seconds: float
     message: str = ""
+    profiles: tuple[str, ...] = ()  # from desc.json: profiles the test belongs to
+    extensions: tuple[str, ...] = ()  # and the extensions it requires
+
+    @property
+    def category(self) -> str:
+        return test_category(self.profiles, self.extensions)
 
 
 @dataclass
@@ -529,6 +577,22 @@ class RunReport:
             rows[r.operator][r.status] += 1
         return dict(sorted(rows.items()))
 
+    def category_table(self, sut: str | None = None) -> dict[tuple[str, str], Counter[str]]:
+        """Counts per (operator, profile/extension label), see test_category."""
+        rows: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+        for r in self.results.get(sut or self.sut, []):
+            rows[(r.operator, r.category)][r.status] += 1
+        return dict(sorted(rows.items(), key=lambda kv: (kv[0][0], _category_key(kv[0][1]))))
+
+    def member_totals(self, sut: str | None = None) -> dict[str, Counter[str]]:
+        """Counts per single profile or extension: a test counts under every extension it
+        requires, and under its profile(s) only when it requires none."""
+        rows: dict[str, Counter[str]] = defaultdict(Counter)
+        for r in self.results.get(sut or self.sut, []):
+            for member in (r.extensions or r.profiles or ("?",)):
+                rows[member][r.status] += 1
+        return dict(sorted(rows.items(), key=lambda kv: _category_key(kv[0])))
+
     def totals(self, sut: str | None = None) -> Counter[str]:
         return Counter(r.status for r in self.results.get(sut or self.sut, []))
 
@@ -538,8 +602,11 @@ class RunReport:
             suts[sut] = {
                 "totals": dict(self.totals(sut)),
                 "operators": {op: dict(c) for op, c in self.table(sut).items()},
+                "operators_by_category": {f"{op} | {cat}": dict(c) for (op, cat), c
+                                          in self.category_table(sut).items()},
+                "categories": {m: dict(c) for m, c in self.member_totals(sut).items()},
                 "test_seconds_sum": round(sum(r.seconds for r in results), 3),
-                "tests": [asdict(r) for r in results],
+                "tests": [{**asdict(r), "category": r.category} for r in results],
             }
         return {"sut": self.sut, "tests_root": self.tests_root, "tosa_tools": self.tosa_tools,
                 "wall_seconds": round(self.wall_seconds, 3), "jobs": self.jobs, "suts": suts}
@@ -617,6 +684,10 @@ def run_tests(test_dirs: Sequence[Path], sut: str = SUT_MODULE, jobs: int = 2,
             raise ConformanceError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
         operators = {str(t): test_operator(t) for t in test_dirs}
         results = parse_xunit(xunit, operators)
+        requirements = {str(t): test_requirements(t) for t in test_dirs}
+        for items in results.values():
+            for r in items:
+                r.profiles, r.extensions = requirements.get(r.path, ((), ()))
         for r in results.get(sut, []):
             if r.status == "failed" and r.result == "UNEXPECTED_FAILURE":
                 try:
@@ -710,6 +781,83 @@ def format_table(report: RunReport, sut: str | None = None) -> str:
     return "\n".join([line(header), rule, *(line(r) for r in body[:-1]), rule, line(body[-1])])
 
 
+def _render(header: list[str], body: list[list[str]], markdown: bool, total_rows: int = 1) -> str:
+    """A table as aligned plain text (a rule above the last total_rows rows) or Markdown."""
+    if markdown:
+        numeric = [all(r[i].isdigit() for r in body if r[i]) for i in range(len(header))]
+        rows = [header, ["---:" if n else "---" for n in numeric], *body]
+        return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < 2 and not c.isdigit() else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    rule = "  ".join("-" * w for w in widths)
+    cut = len(body) - total_rows
+    return "\n".join([line(header), rule, *(line(r) for r in body[:cut]), rule,
+                      *(line(r) for r in body[cut:])])
+
+
+def format_category_table(report: RunReport, sut: str | None = None,
+                          markdown: bool = False) -> str:
+    """Passed/failed per operator and profile/extension (test_category's label), then per
+    single profile/extension (RunReport.member_totals) with the suite's totals."""
+    sut = sut or report.sut
+    totals = report.totals(sut)
+    extra = [k for k in ("skipped", NOT_RUN) if totals[k] > 0]
+
+    def counts(c: Counter[str]) -> list[str]:
+        return [str(c["passed"]), str(c["failed"])] + [str(c[k]) for k in extra]
+
+    tail = ["passed", "failed", *extra]
+    body = [[op, cat, *counts(c)] for (op, cat), c in report.category_table(sut).items()]
+    body.append(["TOTAL", "", *counts(totals)])
+    long = _render(["operator", "profile/extension", *tail], body, markdown)
+    members = [[m, *counts(c)] for m, c in report.member_totals(sut).items()]
+    members.append(["TOTAL (distinct tests)", *counts(totals)])
+    summary = _render(["profile/extension", *tail], members, markdown)
+    note = ("A test counts under each extension it requires; one that requires none counts "
+            "under its profile(s).")
+    return f"{long}\n\n{summary}\n\n{note}"
+
+
+NOT_RUN = "not run"  # the status add_not_run gives the suite's tests a report lacks
+
+
+def add_not_run(report: RunReport, suite: Path) -> int:
+    """Give every test under suite that report has no result for a NOT_RUN entry (so a table of
+    a partial run shows what is missing); returns how many."""
+    have = {r.test for r in report.results.get(report.sut, [])}
+    missing = [t for t in find_tests(suite) if t.name not in have]
+    for t in missing:
+        r = TestResult(t.name, str(t), test_operator(t), NOT_RUN, "NOT_RUN", 0.0)
+        r.profiles, r.extensions = test_requirements(t)
+        report.results.setdefault(report.sut, []).append(r)
+    report.results.get(report.sut, []).sort(key=lambda t: (t.operator, t.test))
+    return len(missing)
+
+
+def load_report(path: Path) -> RunReport:
+    """A RunReport back from run --json; profiles/extensions missing in older files are read
+    from the tests' desc.json when the test directories still exist."""
+    data = json.loads(Path(path).read_text())
+    report = RunReport(data["sut"], data["tests_root"], data.get("tosa_tools"),
+                       float(data["wall_seconds"]), int(data["jobs"]))
+    for sut, block in data["suts"].items():
+        results = []
+        for t in block["tests"]:
+            r = TestResult(**{k: v for k, v in t.items()
+                              if k not in ("profiles", "extensions", "category")})
+            if "profiles" in t:
+                r.profiles, r.extensions = tuple(t["profiles"]), tuple(t.get("extensions", ()))
+            else:
+                r.profiles, r.extensions = test_requirements(Path(r.path))
+            results.append(r)
+        report.results[sut] = results
+    return report
+
+
 # --------------------------------------------------------------------------------------------
 # command line
 
@@ -768,6 +916,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                        args.profile or (), args.extension or (), args.x64, args.verbose)
     ref = report.totals(COMPLIANCE_SUT_MODULE)
     print(format_table(report))
+    if len(report.member_totals()) > 1:
+        print()
+        print(format_category_table(report))
     print(f"\n{len(test_dirs)} tests in {report.wall_seconds:.1f} s wall (-j {args.jobs}); "
           f"reference (compliance) run: {ref['passed']} passed, {ref['failed']} failed")
     failed = [r for r in report.results.get(report.sut, []) if r.status == "failed"]
@@ -780,6 +931,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
         print(f"wrote {args.json}")
     return 1 if failed and args.strict else 0
+
+
+def merge_reports(reports: Sequence[RunReport]) -> RunReport:
+    """One report of several runs (a suite run in parts): results joined, wall times added;
+    where a test (by name: unique in the suite) was run again, possibly from a copy elsewhere,
+    the later report's result replaces the earlier one."""
+    merged = RunReport(reports[0].sut, os.path.commonpath([r.tests_root for r in reports]),
+                       reports[0].tosa_tools, sum(r.wall_seconds for r in reports),
+                       max(r.jobs for r in reports))
+    by_name: dict[str, dict[str, TestResult]] = defaultdict(dict)
+    for r in reports:
+        for sut, items in r.results.items():
+            by_name[sut].update((t.test, t) for t in items)
+    for sut, items in by_name.items():
+        merged.results[sut] = sorted(items.values(), key=lambda t: (t.operator, t.test))
+    return merged
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    report = merge_reports([load_report(Path(j)) for j in args.json])
+    if args.suite:
+        add_not_run(report, Path(args.suite))
+    if args.write_json:
+        Path(args.write_json).write_text(json.dumps(report.to_json(), indent=1) + "\n")
+    totals = report.totals()
+    text = (f"{format_category_table(report, markdown=args.markdown)}\n\n"
+            f"{sum(totals.values())} tests: {totals['passed']} passed, {totals['failed']} failed"
+            f", {totals['skipped']} skipped, {totals[NOT_RUN]} not run; "
+            f"{report.wall_seconds:.0f} s wall (-j {report.jobs}),"
+            f" tosa-tools {report.tosa_tools}\n")
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -824,6 +1011,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("-j", "--jobs", type=int, default=2)
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=_cmd_run)
+
+    table = sub.add_parser("table", help="per operator and profile/extension table of a run's "
+                                          "--json")
+    table.add_argument("--json", required=True, nargs="+",
+                       help="files written by run --json (several: parts of one suite, merged)")
+    table.add_argument("--write-json", help="write the merged results here")
+    table.add_argument("--suite", help="the suite's directory: its tests without a result "
+                                       "count as 'not run'")
+    table.add_argument("--markdown", action="store_true", help="Markdown instead of plain text")
+    table.add_argument("--out", help="write the table here instead of printing it")
+    table.set_defaults(func=_cmd_table)
 
     args = parser.parse_args(argv)
     if tosa_tools_version() is None:

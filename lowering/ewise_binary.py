@@ -190,7 +190,8 @@ def pow(node: Node, input1: Any, input2: Any) -> Any:
 
 @lowering("TABLE")
 def table(node: Node, input1: Any, table: Any) -> Any:
-    values = constant(node, 1, table)
+    # EXT-DYNAMIC: the table may be computed at run time; the lookup is the same gather
+    values = table if not isinstance(table, np.ndarray) else constant(node, 1, table)
     in_t = node.inputs[0].dtype
     if in_t == "INT8":
         # result = table[value + 128]: a 256-entry gather.

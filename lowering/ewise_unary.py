@@ -80,6 +80,12 @@ def negate(node: Node, input1: Any, input1_zp: Any, output_zp: Any) -> Any:
         input1_zp = np.zeros(1, np.float32)
     if t not in INT_RANGES and not isinstance(output_zp, np.ndarray):
         output_zp = np.zeros(1, np.float32)
+    if t in INT_RANGES and not (isinstance(input1_zp, np.ndarray)
+                                and isinstance(output_zp, np.ndarray)):
+        # EXT-DYNAMIC: run-time integer zero points (non-zero only for int8, by ERROR_IF)
+        in_zp = as_i32(jnp.asarray(input1_zp).reshape(-1)[0])
+        out_zp = as_i32(jnp.asarray(output_zp).reshape(-1)[0])
+        return saturate_cast((0 - (as_i32(input1) - in_zp)) + out_zp, t)
     in_zp = constant(node, 1, input1_zp).reshape(-1)[0]
     out_zp = constant(node, 2, output_zp).reshape(-1)[0]
     if t != "INT8" and in_zp != 0:

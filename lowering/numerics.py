@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -53,6 +54,14 @@ def no_fold(x: Array) -> Array:
     return lax.optimization_barrier(jnp.asarray(x)) if isinstance(x, np.ndarray) else x
 
 
+def is_host(*xs: Any) -> bool:
+    """True when no argument is traced: each is known now (numpy, Python, a concrete array).
+
+    Constant operands (RESCALE's multipliers and shifts, constant subgraphs) are prepared with
+    numpy: each JAX operation on concrete values would dispatch, and compile, on its own."""
+    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
 def as_i32(x: Array) -> Array:
     """Sign-extend (or keep) an integer value as int32."""
     return jnp.asarray(x).astype(I32)
@@ -74,6 +83,8 @@ def apply_clip(value: Array, lo: int, hi: int) -> Array:
 def saturate_cast(value: Array, dtype: str) -> Array:
     """Clip an int32 value to the range of ``dtype`` and cast (the usual RESCALE/pool epilogue)."""
     lo, hi = INT_RANGES[dtype]
+    if isinstance(value, np.ndarray) and dtype in ("INT4", "INT8", "INT16", "INT32"):
+        return np.clip(value, lo, hi).astype(np.dtype(DEVICE_DTYPES[dtype]))  # a constant
     return apply_clip(value, lo, hi).astype(DEVICE_DTYPES[dtype])
 
 
@@ -155,8 +166,12 @@ def _mul_u32(a: Array, b: Array) -> tuple[Array, Array]:
 
 def wide_mul32(a: Array, b: Array) -> Wide:
     """Exact signed int32 x int32 product."""
-    a, b = jnp.broadcast_arrays(as_i32(a), as_i32(b))
-    au, bu = bitcast_u32(a), bitcast_u32(b)
+    if is_host(b) and not is_host(a):  # a constant factor stays a (broadcasting) constant
+        a, b = as_i32(a), np.asarray(b).astype(np.int32)
+        au, bu = bitcast_u32(a), b.view(np.uint32)
+    else:
+        a, b = jnp.broadcast_arrays(as_i32(a), as_i32(b))
+        au, bu = bitcast_u32(a), bitcast_u32(b)
     hi, lo = _mul_u32(au, bu)
     # Two's-complement correction of the unsigned product: subtract b<<32 if a<0, a<<32 if b<0.
     hi = hi - jnp.where(a < 0, bu, 0).astype(U32) - jnp.where(b < 0, au, 0).astype(U32)
@@ -181,10 +196,16 @@ def wide_shl(a: Wide, k: int) -> Wide:
 
 def wide_sra(a: Wide, s: Array) -> Wide:
     """Arithmetic shift right by 0 <= s <= 63 (static or per element)."""
-    s = jnp.broadcast_to(as_i32(s), a.hi.shape) if jnp.ndim(s) else as_i32(s)
-    big = s >= 32
-    s_small = jnp.where(big, 0, s)
-    s_big = jnp.where(big, s - 32, 0)
+    if is_host(s) and not is_host(a.hi, a.lo):  # shift amounts known now: numpy constants
+        s = np.asarray(s).astype(np.int32)
+        big = s >= 32
+        s_small = np.where(big, 0, s).astype(np.int32)
+        s_big = np.where(big, s - 32, 0).astype(np.int32)
+    else:
+        s = jnp.broadcast_to(as_i32(s), a.hi.shape) if jnp.ndim(s) else as_i32(s)
+        big = s >= 32
+        s_small = jnp.where(big, 0, s)
+        s_big = jnp.where(big, s - 32, 0)
     hi_u = bitcast_u32(a.hi)
     # (hi << 1) << (31 - s) is hi << (32 - s) without a 32-bit shift when s == 0.
     lo_small = (a.lo >> s_small.astype(U32)) | ((hi_u << 1) << (31 - s_small).astype(U32))
@@ -249,15 +270,94 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
 
     ``multiplier`` and ``shift`` broadcast against ``value`` (per-channel: along the last axis).
     """
+    if is_host(value, multiplier, shift):
+        host = _apply_scale_32_host(value, multiplier, shift, double_round)
+        if host is not None:
+            return host
     value = as_i32(value)
-    shift = as_i32(shift)
+    if is_host(multiplier, shift):
+        fast = _scale_32_const(value, multiplier, shift, double_round)
+        if fast is not None:
+            return fast
+    if is_host(multiplier, shift) and 0 <= np.min(shift) and np.max(shift) <= 62:
+        # constant scales: the round term from numpy
+        shift = np.asarray(shift).astype(np.int32)
+        multiplier = np.asarray(multiplier).astype(np.int32)
+        rnd = wide_from_numpy(_pow2_host(shift.astype(np.int64) - 1))
+    else:
+        shift = as_i32(shift)
+        rnd = _pow2(shift - 1)
     product = wide_mul32(value, multiplier)
-    rnd = _pow2(shift - 1)
     if double_round:
         adjust = jnp.where(shift > 31, jnp.where(value >= 0, 1 << 30, -(1 << 30)), 0)
         rnd = wide_add(Wide(jnp.broadcast_to(rnd.hi, value.shape),
                             jnp.broadcast_to(rnd.lo, value.shape)), wide(adjust))
     return wide_low32(wide_sra(wide_add(product, rnd), shift))
+
+
+def _mulhi_const(v: Array, m: np.ndarray) -> Array:
+    """floor(v * m / 2**32) for int32 ``v`` and a constant 0 <= m < 2**31, from int32 products
+    that cannot overflow: v = vh 2**16 + vl, m = mh 2**16 + ml (vl, ml in [0, 2**16), mh <
+    2**15), v m = vh mh 2**32 + (X1 + X2) 2**16 + Y with X1 = vh ml, X2 = vl mh (each below
+    2**31 in magnitude) and Y = vl ml < 2**32 (unsigned). The carries are summed apart."""
+    mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
+    vh, vl = v >> 16, v & 0xFFFF
+    x1, x2 = vh * ml, vl * mh
+    yh = bitcast_i32((bitcast_u32(vl) * ml.astype(np.uint32)) >> 16)
+    carry = ((x1 & 0xFFFF) + (x2 & 0xFFFF) + yh) >> 16
+    return vh * mh + (x1 >> 16) + (x2 >> 16) + carry
+
+
+def _scale_32_const(value: Array, multiplier: Array, shift: Array,
+                    double_round: bool) -> Array | None:
+    """apply_scale_32 with constant scales in about half the operations of the 64-bit form
+    (None where it does not apply: negative multipliers, shifts outside 1..62, or shifts on
+    both sides of 32). Same result modulo 2**32 as the 64-bit form, for every int32 value.
+
+    P = value * multiplier = H 2**32 + L (L the low word, unsigned), r = 2**(shift - 1):
+    * shift >= 33: r is a multiple of 2**32, so (P + r) >> shift = (H + 2**(shift - 33)) >>
+      (shift - 32), the low word cannot carry (L / 2**32 < 1 vanishes in the floor);
+    * shift <= 31: (P + r) >> shift = H 2**(32 - shift) + (L >> shift)
+      + (((L & (2**shift - 1)) + r) >> shift), all modulo 2**32 (DOUBLE_ROUND only differs
+      for shift > 31)."""
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31:
+        return None
+    m = m.astype(np.int32)
+    if s.min() >= 33 and s.max() <= 62 and not double_round:
+        h = _mulhi_const(value, m)
+        return (h + (np.int64(1) << (s - 33)).astype(np.int32)) >> (s - 32).astype(np.int32)
+    if s.min() >= 1 and s.max() <= 31:
+        h = _mulhi_const(value, m)
+        low = bitcast_u32(value * m)  # the low word of the product (int32 products wrap)
+        su = s.astype(np.uint32)
+        mask = ((np.int64(1) << s) - 1).astype(np.uint32)
+        rnd = (np.int64(1) << (s - 1)).astype(np.uint32)
+        tail = ((low & mask) + rnd) >> su
+        return (h << (32 - s).astype(np.int32)) + bitcast_i32((low >> su) + tail)
+    return None
+
+
+def _pow2_host(k: np.ndarray) -> np.ndarray:
+    """_pow2 on the host, int64: 1 << k for 0 <= k <= 62, and 0 for k < 0 (as _pow2 gives)."""
+    return np.where(k >= 0, np.left_shift(np.int64(1), np.maximum(k, 0)), np.int64(0))
+
+
+def _apply_scale_32_host(value: Array, multiplier: Array, shift: Array,
+                         double_round: bool) -> np.ndarray | None:
+    """apply_scale_32 of values known now, in numpy int64 (|value * multiplier + round| < 2**63
+    for int32 operands and shift <= 62); None for shifts outside 0..62 (left to the general
+    form). The low 32 bits, as static_cast<int32_t>."""
+    v = np.asarray(value).astype(np.int32).astype(np.int64)
+    m = np.asarray(multiplier).astype(np.int32).astype(np.int64)
+    s = np.asarray(shift).astype(np.int32).astype(np.int64)
+    if s.size and (s.min() < 0 or s.max() > 62):
+        return None
+    rnd = _pow2_host(s - 1)
+    if double_round:
+        rnd = rnd + np.where(s > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
+    return np.asarray(((v * m + rnd) >> s).astype(np.int32))
 
 
 def apply_scale_16(value: Wide, multiplier: Array, shift: Array) -> Array:

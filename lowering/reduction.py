@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 from tosa_jax.lowering import Node, lowering
 
 from tosa_jax.errors import TosaValidationError
@@ -39,14 +40,33 @@ def reduce_any(node: Node, input: Any, *, axis: int) -> Any:
     return jnp.any(jnp.asarray(input), axis=axis, keepdims=True)
 
 
+def _float_extreme(x: Any, axis: int, nan_mode: str, reduce: Any, sign: int) -> Any:
+    """REDUCE_MAX (sign -1) / REDUCE_MIN (sign 1) of floats with the NaN rule made explicit.
+
+    XLA's CPU max/min reductions may drop NaNs (a vectorised max returns the other operand), so
+    NaNs are replaced by a value that never wins (+-inf, or +-the largest finite value where the
+    type has no infinity: FP8E4M3) and put back by rule: PROPAGATE gives NaN where the row holds
+    one; IGNORE (acc starts as NaN, NaNs are skipped) gives NaN only where every value is NaN.
+    """
+    nan = jnp.isnan(x)
+    filler = np.asarray(sign * np.inf, np.float32).astype(x.dtype)
+    if np.isnan(filler):
+        filler = np.asarray(sign * float(jnp.finfo(x.dtype).max), np.float32).astype(x.dtype)
+    best = reduce(jnp.where(nan, jnp.asarray(filler), x), axis=axis, keepdims=True)
+    if nan_mode == "IGNORE":
+        nan_out = jnp.all(nan, axis=axis, keepdims=True)
+    else:
+        nan_out = jnp.any(nan, axis=axis, keepdims=True)
+    return jnp.where(nan_out, jnp.asarray(np.nan, x.dtype), best)
+
+
 @lowering("REDUCE_MAX")
 def reduce_max(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_max_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
     _check_axis(node, axis)
     x = jnp.asarray(input)
-    if jnp.issubdtype(x.dtype, jnp.floating) and nan_mode == "IGNORE":
-        # Start from NaN and skip NaNs: an all-NaN row stays NaN.
-        return jnp.nanmax(x, axis=axis, keepdims=True)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return _float_extreme(x, axis, nan_mode, jnp.max, -1)
     return jnp.max(x, axis=axis, keepdims=True)
 
 
@@ -55,8 +75,8 @@ def reduce_min(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE"
     """acc = apply_min_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
     _check_axis(node, axis)
     x = jnp.asarray(input)
-    if jnp.issubdtype(x.dtype, jnp.floating) and nan_mode == "IGNORE":
-        return jnp.nanmin(x, axis=axis, keepdims=True)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return _float_extreme(x, axis, nan_mode, jnp.min, 1)
     return jnp.min(x, axis=axis, keepdims=True)
 
 

@@ -26,15 +26,26 @@ from tosa_jax.lowering.numerics import (
 from tosa_jax.errors import TosaUnsupportedError, TosaValidationError
 
 
+def _int32_operand(node: Node, index: int, value: Any) -> Any:
+    """Input ``index`` as a flat int32 vector: a numpy constant, or under EXT-DYNAMIC a value
+    computed at run time (multiplier, shift and zero points may all be run-time tensors)."""
+    if isinstance(value, np.ndarray) or (isinstance(value, Wide)
+                                         and isinstance(value.hi, np.ndarray)):
+        return constant(node, index, value).astype(np.int32).reshape(-1)
+    return as_i32(value).reshape(-1)
+
+
 @lowering("RESCALE")
 def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, output_zp: Any,
             *, scale32: bool, rounding_mode: str, per_channel: bool, input_unsigned: bool,
             output_unsigned: bool) -> Any:
     in_t, out_t = node.inputs[0].dtype, node.out.dtype
-    multiplier = constant(node, 1, multiplier).astype(np.int32).reshape(-1)
-    shift = constant(node, 2, shift).astype(np.int32).reshape(-1)
-    in_zp = int(constant(node, 3, input_zp).reshape(-1)[0])
-    out_zp = int(constant(node, 4, output_zp).reshape(-1)[0])
+    multiplier = _int32_operand(node, 1, multiplier)
+    shift = _int32_operand(node, 2, shift)
+    in_zp = _int32_operand(node, 3, input_zp)[0]
+    out_zp = _int32_operand(node, 4, output_zp)[0]
+    if isinstance(in_zp, np.ndarray):
+        in_zp, out_zp = int(in_zp), int(out_zp)
     if scale32 and in_t == "INT48":
         raise TosaValidationError("RESCALE: ERROR_IF(scale32 && in_t == i48_t)")
     if not scale32 and rounding_mode == "DOUBLE_ROUND":
@@ -55,7 +66,8 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         out_zp &= (1 << {"INT8": 8, "INT16": 16}[out_t]) - 1
 
     if isinstance(value, Wide):
-        result = apply_scale_16(wide_sub(value, wide(jnp.int32(in_zp))), multiplier, shift)
+        result = apply_scale_16(wide_sub(value, wide(jnp.asarray(in_zp, jnp.int32))),
+                                multiplier, shift)
     else:
         value = value - in_zp  # fits int32: only 8/16-bit inputs have zero points
         result = (apply_scale_32(value, multiplier, shift, rounding_mode == "DOUBLE_ROUND")

@@ -1,0 +1,62 @@
+"""apply_scale_32's three forms against the spec's formula on exact Python integers: constants
+(numpy, evaluated at once), constant scales on traced values (the two short forms: shift >= 33
+and shift <= 31), and traced scales (the 64-bit pair form), each with x64 off and on.
+
+The expected values are the spec pseudocode evaluated in Python integers (result taken modulo
+2**32, as static_cast<int32_t> does), for the whole int32 range of values, including values the
+spec's REQUIRE would refuse: every form must agree with the 64-bit one there too.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+import tosa_jax.lowering.numerics as nx
+
+EDGES = [0, 1, -1, 2**31 - 1, -(2**31), 2**16, -(2**16), 2**16 - 1, 2**15, -(2**15), 65535,
+         -65536, 123456789, -987654321]
+
+
+def _spec(value: int, multiplier: int, shift: int, double_round: bool) -> int:
+    rnd = 1 << (shift - 1)
+    if double_round and shift > 31:
+        rnd += (1 << 30) if value >= 0 else -(1 << 30)
+    result = (value * multiplier + rnd) >> shift
+    return ((result + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+def _case(seed: int, shifts: tuple[int, int], channels: int):
+    rng = np.random.default_rng(seed)
+    shift = rng.integers(shifts[0], shifts[1] + 1, channels).astype(np.int32)
+    mult = np.concatenate([[0, 1, 2**31 - 1, 2**30, 65535, 65536],
+                           rng.integers(0, 2**31, channels)])[:channels].astype(np.int32)
+    value = np.concatenate([np.repeat(np.array(EDGES, np.int64), channels).reshape(-1, channels),
+                            rng.integers(-(2**31), 2**31, (150, channels))]).astype(np.int32)
+    want = np.array([[_spec(int(v), int(m), int(s), False) for v, m, s in zip(row, mult, shift)]
+                     for row in value], np.int64)
+    return value, mult, shift, want
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("shifts", [(33, 62), (1, 31), (2, 62), (32, 32)])
+def test_constant_scales_on_traced_values(x64: bool, shifts: tuple[int, int]) -> None:
+    value, mult, shift, want = _case(shifts[0], shifts, 19)
+    with jax.enable_x64(x64):
+        got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, False))(value)
+        scalar = jax.jit(lambda v: nx.apply_scale_32(v, mult[3], shift[3], False))(value[:, 3])
+        host = nx.apply_scale_32(value, mult, shift, False)
+        traced = jax.jit(lambda v, m, s: nx.apply_scale_32(v, m, s, False))(value, mult, shift)
+    for out, expected in ((got, want), (scalar, want[:, 3]), (host, want), (traced, want)):
+        assert np.asarray(out).dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(out), expected.astype(np.int32))
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_double_round_constant_scales(x64: bool) -> None:
+    value, mult, shift, _ = _case(5, (2, 62), 19)
+    want = np.array([[_spec(int(v), int(m), int(s), True) for v, m, s in zip(row, mult, shift)]
+                     for row in value], np.int64).astype(np.int32)
+    with jax.enable_x64(x64):
+        got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, True))(value)
+    np.testing.assert_array_equal(np.asarray(got), want)
