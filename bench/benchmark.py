@@ -8,7 +8,8 @@ networks and the zoo in ``.cache/zoo``) and every engine:
 
 * **latency, batch 1**: median of repeated calls after warm-up, one sample (``NAME.input.npy``
   when it exists, else seeded random data);
-* **throughput, batch N** (64): tosa_jax evaluates the batch in one call of ``jit(vmap(model.fn))``;
+* **throughput, batch N** (64): tosa_jax evaluates the batch in one call of
+  ``jit(tosa_jax.evaluate.batched(model.fn))`` (a loop over chunks of 4 vmapped samples);
   the reference model and IREE have batch-1 graphs, so they loop over the N samples;
 * **first call**: from the file to the first result. tosa_jax: load + trace + XLA compile + run
   (trace and compile also apart). IREE: ``tosa-opt`` (flatbuffer -> MLIR) + ``iree-compile`` +
@@ -151,6 +152,7 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
     import jax
 
     import tosa_jax
+    from tosa_jax.evaluate import batched
 
     work = Path(args.work)
     base = _proc_status("VmRSS")
@@ -195,7 +197,7 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
     if args.batch > 1:
         reset = _reset_peak()
         xb = [jax.device_put(a) for a in _load_inputs(work, len(model.inputs), True)]
-        fb = jax.jit(jax.vmap(model.fn))
+        fb = jax.jit(batched(model.fn))  # what tosa_jax.evaluate runs per device
         t0 = time.perf_counter()
         cb = fb.lower(*xb).compile()
         res["compile_b_ms"] = (time.perf_counter() - t0) * 1e3
