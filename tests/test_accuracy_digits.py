@@ -2,7 +2,7 @@
 sample's int8 output must equal the TOSA reference model's, which that script saved.
 
 Skipped unless the artefacts exist (they need torch/ExecuTorch to produce: run
-``/work/venv/bin/python bench/accuracy_digits.py`` first).
+``python bench/accuracy_digits.py`` first).
 """
 
 from __future__ import annotations
