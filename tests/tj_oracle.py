@@ -57,18 +57,23 @@ def run_reference(tosa: bytes | str | os.PathLike, inputs: dict[str, np.ndarray]
         return {n: np.load(d / f) for n, f in zip(outputs, ofiles)}
 
 
-def check_exact(reference, b, outputs: list[str], inputs: dict[str, np.ndarray]) -> None:
-    """Build ``b``'s graph, run it on the reference model and on tosa_jax (x64 off and on), and
-    demand identical results and dtypes."""
+def check_exact(reference, b, outputs: list[str] | None = None,
+                inputs: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Run ``b`` (a GraphBuilder, built with ``outputs``, or a Graph) on the reference model and
+    on tosa_jax (x64 off and on); demand identical results and dtypes (NaN equal to NaN).
+    Returns the reference outputs."""
     import jax
 
     import tosa_jax
 
-    data = tosa_jax.write(b.build(outputs))
-    ref = reference(data, inputs, outputs)
+    graph = b if isinstance(b, tosa_jax.Graph) else b.build(outputs)
+    outputs = list(graph.main.outputs)
+    data = tosa_jax.write(graph)
+    ref = reference(data, inputs or {}, outputs)
     for x64 in (False, True):
         with jax.enable_x64(x64):
-            got = tosa_jax.load(data).run(inputs)
+            got = tosa_jax.load(data).run(inputs or {})
         for name in outputs:
             assert got[name].dtype == ref[name].dtype, (name, x64)
             np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} x64={x64}")
+    return ref

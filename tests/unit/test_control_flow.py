@@ -9,6 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
+from tj_oracle import check_exact
 
 import tosa_jax
 from tosa_jax.executor import graph_function
@@ -48,17 +49,7 @@ def _graph(main: GraphBuilder, outputs: list[str],
 
 
 def _check(reference, graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Reference model against tosa_jax (x64 off and on): identical outputs."""
-    data = tosa_jax.write(graph)
-    outputs = graph.main.outputs
-    ref = reference(data, inputs, outputs)
-    for x64 in (False, True):
-        with jax.enable_x64(x64):
-            got = tosa_jax.load(data).run(inputs)
-        for name in outputs:
-            assert got[name].dtype == ref[name].dtype, (name, x64)
-            np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} x64={x64}")
-    return ref
+    return check_exact(reference, graph, inputs=inputs)
 
 
 def _primitives(model: tosa_jax.Model, inputs: dict[str, np.ndarray]) -> str:
