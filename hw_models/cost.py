@@ -44,6 +44,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tosa_jax.hw_models.partition import Transfer
+
 from tosa_jax.ir import Block, Graph, Operator, Tensor, num_elements
 
 # -- operator classes ------------------------------------------------------------------------
@@ -165,13 +167,9 @@ class OpCost:
 
 
 @dataclass
-class TransferCost:
-    tensor: str
-    source: int
-    dest: int
-    source_device: str
-    dest_device: str
-    nbytes: int
+class TransferCost(Transfer):
+    """A crossing tensor and the time its move takes."""
+
     time_s: float
 
 
@@ -479,9 +477,7 @@ def estimate(pg: Any, vela_cycles: dict[int, float] | None = None) -> NetworkCos
     for t in pg.transfers:
         a, b = get_device(t.source_device), get_device(t.dest_device)
         bw = min(a.dram_bw_bytes_per_second, b.dram_bw_bytes_per_second)
-        transfers.append(TransferCost(t.tensor, t.source, t.dest, t.source_device,
-                                      t.dest_device, t.nbytes,
-                                      t.nbytes / bw + TRANSFER_LATENCY_S))
+        transfers.append(TransferCost(**asdict(t), time_s=t.nbytes / bw + TRANSFER_LATENCY_S))
     per_device: dict[str, dict[str, float]] = {}
     for pc in parts:
         d = per_device.setdefault(pc.device, {"cycles": 0.0, "time_s": 0.0, "macs": 0,

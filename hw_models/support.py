@@ -567,17 +567,7 @@ def _ethos_u55_u65(c: Ctx) -> list[str]:
         return ["Bool is not supported (TOSA generic constraint: PRO-INT without bool)"]
     if any(t in FLOAT for t in types):
         return ["Only the PRO-INT profile is supported: floating-point tensors found"]
-    rule = U55_U65[op]
-    reasons = []
-    r = _types_reason(c, rule)
-    if r:
-        return [r]
-    for check in rule.checks:
-        r = check(c)
-        if r:
-            reasons.append(r)
-            break
-    return reasons
+    return _rule_reasons(c, U55_U65[op])
 
 
 def _ethos_u85(c: Ctx) -> list[str]:
@@ -591,8 +581,12 @@ def _ethos_u85(c: Ctx) -> list[str]:
     if any(t in FLOAT for t in _tensor_types(c)):
         return ["Only the PRO-INT profile is supported: floating-point tensors found"]
     rule = U85.get(op)
-    if rule is None:
-        return []
+    return [] if rule is None else _rule_reasons(c, rule)
+
+
+def _rule_reasons(c: Ctx, rule: OpRule) -> list[str]:
+    """The first of a rule's type signature and checks that the operator breaks, as Vela stops at
+    the first broken constraint; [] when it breaks none."""
     r = _types_reason(c, rule)
     if r:
         return [r]
