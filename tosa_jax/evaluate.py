@@ -24,7 +24,7 @@ from tosa_jax.errors import TosaInputError, TosaLimitError
 from tosa_jax.executor import host_to_value
 from tosa_jax.limits import human_bytes
 from tosa_jax.lowering.numerics import INT_RANGES, Wide, wide_to_numpy
-from tosa_jax.model import Model, TensorSpec, load
+from tosa_jax.model import Model, TensorSpec, compiled_bytes, load
 
 Metric = Callable[[np.ndarray, np.ndarray], float]
 
@@ -229,14 +229,11 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     t0 = time.perf_counter()
     first = put(0)
     compiled = step.lower(*first).compile()  # every batch has this one signature
-    stats = compiled.memory_analysis()
-    if stats is not None:
-        need = (stats.argument_size_in_bytes + stats.output_size_in_bytes
-                + stats.temp_size_in_bytes - stats.alias_size_in_bytes)
-        if need > model.limits.max_bytes * len(devices):
-            raise TosaLimitError(
-                f"a batch of {batch} samples needs {human_bytes(need)} of memory, over the "
-                f"limit of {human_bytes(model.limits.max_bytes)} per device: lower batch_size")
+    need, _ = compiled_bytes(compiled)
+    if need > model.limits.max_bytes * len(devices):
+        raise TosaLimitError(
+            f"a batch of {batch} samples needs {human_bytes(need)} of memory, over the "
+            f"limit of {human_bytes(model.limits.max_bytes)} per device: lower batch_size")
     collected: list[list[np.ndarray]] = []
     pending: tuple[tuple[Any, ...], int] | None = None
     first_seconds = 0.0

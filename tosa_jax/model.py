@@ -66,6 +66,16 @@ def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Gra
                           "give a path, bytes or a tosa_jax.ir.Graph")
 
 
+def compiled_bytes(compiled: Any) -> tuple[int, int]:
+    """Bytes a compiled executable needs for its arguments, outputs and temporaries together,
+    and for its temporaries alone; (0, 0) when the backend does not say."""
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return 0, 0
+    return (stats.argument_size_in_bytes + stats.output_size_in_bytes
+            + stats.temp_size_in_bytes - stats.alias_size_in_bytes), stats.temp_size_in_bytes
+
+
 class Model:
     """A loaded TOSA graph. Call it like a function; it compiles once per input signature.
 
@@ -178,17 +188,14 @@ class Model:
         key = (jax.config.jax_enable_x64, *((a.shape, a.dtype) for a in jax.tree.leaves(args)))
         if key in self._sized:
             return
-        stats = self._jitted.lower(*args).compile().memory_analysis()
-        if stats is not None:
-            need = (stats.argument_size_in_bytes + stats.output_size_in_bytes
-                    + stats.temp_size_in_bytes - stats.alias_size_in_bytes)
-            if need > self.limits.max_bytes:
-                raise TosaLimitError(
-                    f"compiled, the graph needs {need} bytes ({human_bytes(need)}) of memory "
-                    f"for its arguments, outputs and intermediates ({stats.temp_size_in_bytes} "
-                    f"bytes of them temporaries), over the limit of {self.limits.max_bytes} "
-                    f"bytes ({human_bytes(self.limits.max_bytes)}); nothing was allocated; "
-                    "raise it with load(..., max_bytes=...) if this is intended")
+        need, temp = compiled_bytes(self._jitted.lower(*args).compile())
+        if need > self.limits.max_bytes:
+            raise TosaLimitError(
+                f"compiled, the graph needs {need} bytes ({human_bytes(need)}) of memory "
+                f"for its arguments, outputs and intermediates ({temp} bytes of them "
+                f"temporaries), over the limit of {self.limits.max_bytes} bytes "
+                f"({human_bytes(self.limits.max_bytes)}); nothing was allocated; "
+                "raise it with load(..., max_bytes=...) if this is intended")
         self._sized.add(key)
 
     def _execute(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
