@@ -360,6 +360,22 @@ def _apply_scale_32_host(value: Array, multiplier: Array, shift: Array,
     return np.asarray(((v * m + rnd) >> s).astype(np.int32))
 
 
+def apply_scale_host(value: np.ndarray, multiplier: np.ndarray, shift: np.ndarray,
+                     scale32: bool, double_round: bool) -> np.ndarray | None:
+    """apply_scale_32 (``scale32``) or apply_scale_16 of values known now, in numpy int64, as
+    int32; None for shifts outside 0..62 (left to the traced form). ``value`` is the int48 input
+    as int64: |value * multiplier + round| < 2**63 for 48-bit values and 16-bit multipliers,
+    and for int32 values and multipliers."""
+    if scale32:
+        return _apply_scale_32_host(value, multiplier, shift, double_round)
+    v = np.asarray(value).astype(np.int64)
+    m = np.asarray(multiplier).astype(np.int16).astype(np.int64)
+    s = np.asarray(shift).astype(np.int32).astype(np.int64)
+    if s.size and (s.min() < 0 or s.max() > 62):
+        return None
+    return np.asarray(((v * m + _pow2_host(s - 1)) >> s).astype(np.int32))
+
+
 def apply_scale_16(value: Wide, multiplier: Array, shift: Array) -> Array:
     """apply_scale_16: (int48 value * int16 multiplier + round) >> shift, as int32."""
     shift = as_i32(shift)

@@ -14,12 +14,15 @@ from tosa_jax.lowering.numerics import (
     Wide,
     apply_scale_16,
     apply_scale_32,
+    apply_scale_host,
     as_i32,
     bitcast_u32,
+    is_host,
     saturate_cast,
     wide,
     wide_low32,
     wide_sub,
+    wide_to_numpy,
     wrap_cast,
 )
 
@@ -44,7 +47,7 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     shift = _int32_operand(node, 2, shift)
     in_zp = _int32_operand(node, 3, input_zp)[0]
     out_zp = _int32_operand(node, 4, output_zp)[0]
-    if isinstance(in_zp, np.ndarray):
+    if isinstance(in_zp, np.generic) and isinstance(out_zp, np.generic):  # constants
         in_zp, out_zp = int(in_zp), int(out_zp)
     if scale32 and in_t == "INT48":
         raise TosaValidationError("RESCALE: ERROR_IF(scale32 && in_t == i48_t)")
@@ -52,6 +55,14 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         raise TosaValidationError("RESCALE: ERROR_IF(!scale32 && rounding_mode == DOUBLE_ROUND)")
     if not per_channel:  # one scale for the tensor: a scalar, so rank-0 inputs stay rank 0
         multiplier, shift = multiplier[0], shift[0]
+
+    if isinstance(in_zp, int) and is_host(*(input if isinstance(input, Wide) else (input,)),
+                                          multiplier, shift):
+        # A constant input (a bias, a constant subgraph): computed now with numpy, once.
+        host = _rescale_host(node, input, multiplier, shift, in_zp, out_zp, scale32,
+                             rounding_mode, input_unsigned, output_unsigned)
+        if host is not None:
+            return host
 
     # Extend the input and its zero point to 48 bits (unsigned: zero-extend) and subtract.
     if input_unsigned:
@@ -83,6 +94,32 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     return saturate_cast(result, out_t)
 
 
+
+
+def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndarray,
+                  in_zp: int, out_zp: int, scale32: bool, rounding_mode: str,
+                  input_unsigned: bool, output_unsigned: bool) -> np.ndarray | None:
+    """RESCALE of a constant input, step for step as the traced form but in numpy int64 (no
+    XLA program runs while tracing); None where the traced form must decide (odd shifts)."""
+    in_t, out_t = node.inputs[0].dtype, node.out.dtype
+    value = (wide_to_numpy(input) if isinstance(input, Wide)
+             else np.asarray(input).astype(np.int64))
+    if input_unsigned:
+        mask = (1 << {"INT8": 8, "INT16": 16}[in_t]) - 1
+        value, in_zp = value & mask, in_zp & mask
+    result = apply_scale_host(value - in_zp, multiplier, shift, scale32,
+                              rounding_mode == "DOUBLE_ROUND")
+    if result is None:
+        return None
+    if output_unsigned:
+        bits = {"INT8": 8, "INT16": 16}[out_t]
+        result = np.clip(result.astype(np.int64) + (out_zp & ((1 << bits) - 1)), 0,
+                         (1 << bits) - 1)
+        result = result - np.where(result >= 1 << (bits - 1), 1 << bits, 0)
+        return result.astype(np.int8 if bits == 8 else np.int16)
+    lo, hi = INT_RANGES[out_t]
+    return np.clip(result.astype(np.int64) + out_zp, lo, hi).astype(
+        np.dtype(DEVICE_DTYPES[out_t]))
 
 
 _FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The persistent compile cache: the tests' own, never the user's (tests of the cache make more).
+os.environ.setdefault("TOSA_JAX_CACHE_DIR", tempfile.mkdtemp(prefix="tosa_jax_test_cache-"))
 
 from tj_oracle import run_reference  # noqa: E402
 

@@ -1,6 +1,7 @@
 """The ``tosa-jax`` command line: ``run`` a graph on .npy inputs, ``info`` about a graph,
 ``check`` what it requires (profiles, extensions, level) and whether it is valid TOSA,
-``partition`` it across device models (NPU, GPU, CPU) with a cost estimate."""
+``partition`` it across device models (NPU, GPU, CPU) with a cost estimate, show or clear the
+persistent compile ``cache``."""
 
 from __future__ import annotations
 
@@ -96,7 +97,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(line)
         if args.print:
             print(np.array2string(value, threshold=64))
-    print(f"compiled and ran in {t1 - t0:.3f} s", file=sys.stderr)
+    how = "ran (executable from the compile cache)" if model.compile_source == "cache" else (
+        "compiled and ran")
+    print(f"{how} in {t1 - t0:.3f} s", file=sys.stderr)
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """Show the persistent compile cache, or clear it."""
+    from tosa_jax.cache import CompileCache
+
+    cache = CompileCache(args.dir)
+    if args.clear:
+        n = cache.clear()
+        print(f"removed {n} entries from {cache.directory}")
+        return 0
+    print(cache.stats())
     return 0
 
 
@@ -235,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vela", action="store_true",
                    help="compile NPU partitions with Vela and show its cycles beside ours")
     p.set_defaults(func=cmd_partition)
+    p = sub.add_parser("cache", help="show or clear the persistent compile cache")
+    p.add_argument("--clear", action="store_true", help="remove every entry")
+    p.add_argument("--dir", help="the cache directory (default: TOSA_JAX_CACHE_DIR, else "
+                                 "XDG_CACHE_HOME/tosa_jax, else ~/.cache/tosa_jax)")
+    p.set_defaults(func=cmd_cache)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

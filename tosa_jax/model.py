@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ import jax
 import numpy as np
 
 from tosa_jax import serialization
+from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import TosaError, TosaFormatError, TosaInputError, TosaLimitError
 from tosa_jax.executor import (
     graph_function,
@@ -46,10 +48,16 @@ class TensorSpec:
 def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph,
                 limits: Limits | None = None) -> Graph:
     """A Graph from a path, bytes or a Graph; a Graph is returned as it is, unchecked."""
+    return _read(source, limits)[0]
+
+
+def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph,
+          limits: Limits | None = None) -> tuple[Graph, str | None]:
+    """The Graph and the SHA-256 of the bytes it was read from (None for a Graph)."""
     if isinstance(source, Graph):
-        return source
+        return source, None
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return serialization.read(source, limits=limits)
+        return serialization.read(source, limits=limits), hashlib.sha256(source).hexdigest()
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.exists(path):
@@ -59,7 +67,7 @@ def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Gra
         with open(path, "rb") as f:
             data = f.read()
         try:
-            return serialization.read(data, limits=limits)
+            return serialization.read(data, limits=limits), hashlib.sha256(data).hexdigest()
         except TosaError as e:
             raise type(e)(f"{path}: {e}") from e
     raise TosaFormatError(f"cannot load a TOSA graph from {type(source).__name__}: "
@@ -99,7 +107,9 @@ class Model:
 
     def __init__(self, graph: Graph, *, device: jax.Device | str | None = None,
                  limits: Limits | None = None, profile: str | list[str] | None = None,
-                 extensions: list[str] | None = None, level: str | None = None) -> None:
+                 extensions: list[str] | None = None, level: str | None = None,
+                 cache: bool | str | os.PathLike | CompileCache | None = None,
+                 digest: str | None = None) -> None:
         self.graph = graph
         # Sizes and structure are checked before anything is traced or allocated.
         self.limits = limits or Limits.default()
@@ -122,7 +132,12 @@ class Model:
         if self.variables:
             self.reset_state()
         self._jitted = jax.jit(self.fn_with_state if self.variables else self.fn)
-        self._sized: set[tuple[Any, ...]] = set()  # input signatures whose memory was checked
+        # One executable per input signature, built (or read from the persistent cache) once.
+        self._executables: dict[tuple[Any, ...], Any] = {}
+        self._build_lock = threading.Lock()
+        self.cache = open_cache(cache)
+        self.compile_source: str | None = None  # "cache" or "compiled", for the last build
+        self._digest = digest  # SHA-256 of the graph's bytes; None: computed when first needed
 
     @property
     def version(self) -> str:
@@ -178,17 +193,66 @@ class Model:
 
     # -- calling -------------------------------------------------------------------------
 
-    def _check_memory(self, args: tuple[Any, ...]) -> None:
-        """Before the first run of each input signature: compile, and refuse an executable
+    def _signature(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        leaves, tree = jax.tree.flatten(args)
+        return (jax.config.jax_enable_x64, tree,
+                *((tuple(a.shape), str(a.dtype), _placement(a)) for a in leaves))
+
+    def _executable(self, args: tuple[Any, ...]) -> Any:
+        """The compiled executable for these arguments' signature: built once per signature,
+        from the persistent cache when it holds one (no tracing, lowering or compiling)."""
+        sig = self._signature(args)
+        exe = self._executables.get(sig)
+        if exe is None:
+            with self._build_lock:
+                exe = self._executables.get(sig)
+                if exe is None:
+                    exe = self._build(args)
+                    self._executables[sig] = exe
+        return exe
+
+    def _disk_key(self, args: tuple[Any, ...]) -> dict[str, Any] | None:
+        """Everything that decides the executable XLA builds for ``args``; None when the graph
+        has no bytes to name it by (a Graph built in Python that cannot be written)."""
+        if self._digest is None:
+            try:
+                self._digest = hashlib.sha256(serialization.write(self.graph)).hexdigest()
+            except Exception:
+                return None
+        leaves, tree = jax.tree.flatten(args)
+        devices = sorted({d for a in leaves for d in _devices(a)}, key=lambda d: d.id)
+        if not devices:
+            devices = [self.device or jax.devices()[0]]
+        client = devices[0].client
+        import jaxlib
+
+        return {
+            "format": 1, "graph": self._digest, "code": code_digest(),
+            "args": [[list(a.shape), str(a.dtype)] for a in leaves], "tree": str(tree),
+            "x64": bool(jax.config.jax_enable_x64),
+            "matmul_precision": str(jax.config.jax_default_matmul_precision),
+            "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+            "platform": client.platform, "platform_version": client.platform_version,
+            "devices": [[d.id, d.device_kind] for d in devices],
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        }
+
+    def _build(self, args: tuple[Any, ...]) -> Any:
+        """Compile for ``args`` (or load from the persistent cache), and refuse an executable
         whose arguments, outputs and temporaries need more than ``limits.max_bytes``.
 
         The declared tensors are checked at load time; this also bounds what the operators
-        hold inside (a convolution's padded input, say), before any of it is allocated. The
-        executable is compiled once: the call that follows finds it in JAX's caches."""
-        key = (jax.config.jax_enable_x64, *((a.shape, a.dtype) for a in jax.tree.leaves(args)))
-        if key in self._sized:
-            return
-        need, temp = compiled_bytes(self._jitted.lower(*args).compile())
+        hold inside (a convolution's padded input, say), before any of it is allocated."""
+        key = self._disk_key(args) if self.cache is not None else None
+        entry = self.cache.get(key) if key is not None else None
+        exe = None
+        if entry is not None:
+            exe = _deserialize(entry, args)
+            need, temp = entry.get("need", 0), entry.get("temp", 0)
+        if exe is None:
+            exe = self._jitted.lower(*args).compile()
+            need, temp = compiled_bytes(exe)
+        self.compile_source = "cache" if entry is not None and exe is not None else "compiled"
         if need > self.limits.max_bytes:
             raise TosaLimitError(
                 f"compiled, the graph needs {need} bytes ({human_bytes(need)}) of memory "
@@ -196,16 +260,25 @@ class Model:
                 f"temporaries), over the limit of {self.limits.max_bytes} bytes "
                 f"({human_bytes(self.limits.max_bytes)}); nothing was allocated; "
                 "raise it with load(..., max_bytes=...) if this is intended")
-        self._sized.add(key)
+        if key is not None and entry is None:
+            payload = _serialize(exe)
+            if payload is not None:
+                self.cache.put(key, {**payload, "need": need, "temp": temp})
+        return exe
+
+    def compile(self, *args: Any, **kwargs: Any) -> Model:
+        """Compile (or fetch from the cache) for these inputs without running; returns self."""
+        bound = self._bind(args, kwargs)
+        self._executable((self._state, *bound) if self.variables else tuple(bound))
+        return self
 
     def _execute(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
         bound = self._bind(args, kwargs)
         if not self.variables:
-            self._check_memory(tuple(bound))
-            return self._jitted(*bound)
+            return self._executable(tuple(bound))(*bound)
         with self._state_lock:  # read-run-write of the state is one step across threads
-            self._check_memory((self._state, *bound))
-            outs, self._state = self._jitted(self._state, *bound)
+            full = (self._state, *bound)
+            outs, self._state = self._executable(full)(*full)
         return outs
 
     # -- variables (EXT-VARIABLE) -----------------------------------------------------------
@@ -252,10 +325,52 @@ class Model:
                 for spec, o in zip(self.outputs, outs, strict=False)}
 
 
+def _placement(a: Any) -> Any:
+    """Where an argument lives, as far as it decides the executable (committed device)."""
+    sharding = getattr(a, "sharding", None)
+    if sharding is None or not getattr(a, "committed", False):
+        return None
+    return tuple(sorted(d.id for d in sharding.device_set))
+
+
+def _devices(a: Any) -> list[Any]:
+    sharding = getattr(a, "sharding", None)
+    if sharding is None or not getattr(a, "committed", False):
+        return []
+    return list(sharding.device_set)
+
+
+def _serialize(exe: Any) -> dict[str, Any] | None:
+    """A compiled executable as a picklable payload (None where the backend cannot)."""
+    from jax.experimental import serialize_executable
+
+    try:
+        blob, in_tree, out_tree = serialize_executable.serialize(exe)
+    except Exception:
+        return None
+    return {"exe": blob, "in_tree": in_tree, "out_tree": out_tree}
+
+
+def _deserialize(entry: dict[str, Any], args: tuple[Any, ...]) -> Any | None:
+    """The executable of a cache entry, loaded for the devices of ``args``; None when it cannot
+    be (the entry is then rebuilt)."""
+    from jax.experimental import serialize_executable
+
+    leaves = jax.tree.leaves(args)
+    devices = sorted({d for a in leaves for d in _devices(a)}, key=lambda d: d.id)
+    try:
+        backend = (devices[0] if devices else jax.devices()[0]).client
+        return serialize_executable.deserialize_and_load(
+            entry["exe"], entry["in_tree"], entry["out_tree"], backend=backend)
+    except Exception:
+        return None
+
+
 def load(source: str | os.PathLike | bytes | Graph, *,
          device: jax.Device | str | None = None, max_elements: int | None = None,
          max_bytes: int | None = None, profile: str | list[str] | None = None,
-         extensions: list[str] | None = None, level: str | None = None) -> Model:
+         extensions: list[str] | None = None, level: str | None = None,
+         cache: bool | str | os.PathLike | CompileCache | None = None) -> Model:
     """Load a TOSA 1.0 flatbuffer (path or bytes) or an IR Graph as a callable Model.
 
     ``device``: a JAX device, or a platform name ("cpu", "gpu"); by default JAX's default device.
@@ -267,7 +382,10 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     breaks a TOSA 1.0.2 ERROR_IF, or needs more than offered, is refused with a
     TosaValidationError. None (the default) accepts whatever the graph needs; the graph's needs
     are ``model.requirements`` (see ``tosa_jax.profiles``).
+    ``cache``: the persistent compile cache (``tosa_jax.cache``): None/True the environment's
+    (``TOSA_JAX_CACHE_DIR``, ``TOSA_JAX_CACHE=0`` to turn it off), False none, or a directory.
     """
     limits = Limits.default(max_elements=max_elements, max_bytes=max_bytes)
-    return Model(read_source(source, limits), device=device, limits=limits, profile=profile,
-                 extensions=extensions, level=level)
+    graph, digest = _read(source, limits)
+    return Model(graph, device=device, limits=limits, profile=profile, extensions=extensions,
+                 level=level, cache=cache, digest=digest)

@@ -67,8 +67,8 @@ def test_one_executable_per_signature() -> None:
     model = tosa_jax.load(data)
     for seed in range(4):
         model(**_inputs(seed))
-    # Whole graph = one jitted function, compiled once for the one input signature.
-    assert model._jitted._cache_size() == 1
+    # Whole graph = one executable, built once for the one input signature.
+    assert len(model._executables) == 1
     lowered = jax.jit(model.fn).lower(*_inputs(0).values())
     assert lowered.compile() is not None
 

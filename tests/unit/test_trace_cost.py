@@ -1,0 +1,109 @@
+"""Tracing runs no XLA program: constants and constant subgraphs are computed with numpy.
+
+Every XLA compilation while a graph is traced costs tens of milliseconds (a small program per
+operator and shape); the lowering of a constant operand must stay on the host. RESCALE of a
+constant (a bias, a constant subgraph) was the case in ExecuTorch's graphs: its numpy form is
+checked here against the reference model and against the traced form of the same operator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from jax import monitoring
+
+import tosa_jax
+from tosa_jax.ir import GraphBuilder
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+COMPILES: list[str] = []
+monitoring.register_event_duration_secs_listener(
+    lambda event, _d, **_kw: COMPILES.append(event)
+    if event == "/jax/core/compile/backend_compile_duration" else None)
+
+
+@contextlib.contextmanager
+def count_compiles() -> Iterator[list[str]]:
+    start = len(COMPILES)
+    seen: list[str] = []
+    yield seen
+    seen.extend(COMPILES[start:])
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in FIXTURES.glob("*.tosa")))
+def test_fixture_traces_without_compiling(name: str) -> None:
+    model = tosa_jax.load(FIXTURES / f"{name}.tosa", cache=False)
+    xs = [jax.ShapeDtypeStruct(s.shape, s.np_dtype) for s in model.inputs]
+    with count_compiles() as seen:
+        jax.jit(model.fn).trace(*xs)
+    assert seen == [], f"{name}: {len(seen)} XLA compilations while tracing"
+
+
+RNG = np.random.default_rng(31)
+NP = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT48": np.int64}
+
+# (in_t, out_t, scale32, per_channel, rounding, input_unsigned, output_unsigned, in_zp, out_zp)
+CASES = [
+    ("INT8", "INT8", True, True, "SINGLE_ROUND", False, False, -3, 7),
+    ("INT8", "INT32", True, False, "SINGLE_ROUND", False, False, 5, 0),
+    ("INT32", "INT8", True, True, "DOUBLE_ROUND", False, False, 0, -5),
+    ("INT32", "INT16", True, False, "SINGLE_ROUND", False, False, 0, 0),
+    ("INT16", "INT16", False, True, "SINGLE_ROUND", False, False, 0, 0),
+    ("INT48", "INT16", False, False, "SINGLE_ROUND", False, False, 0, 0),
+    ("INT8", "INT8", True, False, "SINGLE_ROUND", True, False, 128, -2),
+    ("INT8", "INT8", True, False, "SINGLE_ROUND", False, True, 3, 128),
+    ("INT16", "INT16", True, True, "SINGLE_ROUND", True, False, 32768, 0),
+]
+
+
+def _values(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    bits = {"INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48}[dtype]
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    x = RNG.integers(lo, hi, shape, endpoint=True, dtype=np.int64)
+    x.reshape(-1)[:4] = [lo, hi, -1, 0]
+    return x.astype(NP[dtype])
+
+
+def _bits(zp: list[int], dtype: str) -> np.ndarray:
+    """A zero point as stored: an unsigned one (128, 32768) as the signed type's bit pattern."""
+    bits = {"INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48}[dtype]
+    v = np.asarray(zp, np.int64)
+    return np.where(v >= 1 << (bits - 1), v - (1 << bits), v).astype(NP[dtype])
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c[:3] + c[5:7])))
+def test_rescale_of_a_constant_matches_reference(reference, case) -> None:
+    in_t, out_t, scale32, per_channel, rounding, in_u, out_u, in_zp, out_zp = case
+    shape, channels = (3, 4, 5), 5 if per_channel else 1
+    value = _values(in_t, shape)
+    mult = RNG.integers(1 << 14 if scale32 else 1 << 10, (1 << 31) - 1 if scale32 else 32767,
+                        channels).astype(np.int32 if scale32 else np.int16)
+    # apply_scale_32 REQUIREs |value| < 2**(shift - 1), apply_scale_16 an int32 result
+    low = {"INT8": 10, "INT16": 18, "INT32": 33, "INT48": 33}[in_t]
+    shift = RNG.integers(low, 63, channels).astype(np.int8)
+    zdt = {"INT48": "INT48"}.get(in_t, in_t)
+    b = GraphBuilder()
+    outs = []
+    live = b.input("x", shape, in_t)
+    for source in (b.const(value, in_t), live):
+        args = [source, b.const(mult, "INT32" if scale32 else "INT16"), b.const(shift, "INT8"),
+                b.const(_bits([in_zp], zdt), zdt), b.const(_bits([out_zp], out_t), out_t)]
+        outs.append(b.op("RESCALE", args, shape, out_t, scale32=scale32, rounding_mode=rounding,
+                         per_channel=per_channel, input_unsigned=in_u, output_unsigned=out_u))
+    data = tosa_jax.write(b.build(outs))
+    ref = reference(data, {"x": value}, outs)
+    model = tosa_jax.load(data, cache=False)
+    with count_compiles() as seen:
+        jax.jit(model.fn).trace(jax.ShapeDtypeStruct(shape, NP[in_t]))
+    assert seen == [], "the constant RESCALE compiled XLA programs while tracing"
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            got = tosa_jax.load(data, cache=False).run({"x": value})
+        for name in outs:  # the constant's and the traced input's RESCALE
+            assert got[name].dtype == ref[name].dtype
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} x64={x64}")

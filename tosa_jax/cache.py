@@ -1,0 +1,227 @@
+"""The persistent compile cache: a graph compiled once is not compiled again in another process.
+
+An entry is one XLA executable, serialized by JAX (``jax.experimental.serialize_executable``),
+keyed by everything that decides what XLA would build: the graph's bytes (SHA-256), the input
+signature (shapes, dtypes, ``jax_enable_x64``), jax/jaxlib versions, the backend (platform,
+platform version, device kind, device ids), the XLA compile options and ``XLA_FLAGS``, and
+tosa_jax's own code (a digest of its source files, so a changed lowering never reuses an old
+executable). A hit skips tracing, lowering and XLA compilation.
+
+Where: ``$TOSA_JAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/tosa_jax``, else ``~/.cache/tosa_jax``;
+``TOSA_JAX_CACHE=0`` (or ``off``) turns it off, ``load(..., cache=False)`` for one model.
+Bounded: ``$TOSA_JAX_CACHE_MAX_BYTES`` (default 1 GiB); the least recently used entries go first.
+``tosa-jax cache`` shows and clears it.
+
+Entries are files written atomically (a temporary file, then ``os.replace``) with a header that
+holds the full key and a SHA-256 of the payload. A truncated, damaged or foreign entry (another
+key, another format) is removed and rebuilt, never loaded. The payload is JAX's own
+serialization of native code, like JAX's own compilation cache: the directory is created
+private to the user (mode 0700) and only entries this module wrote are read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+MAGIC = b"TOSAJAXC1\n"
+SUFFIX = ".xla"
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+def default_dir() -> Path:
+    """The cache directory the environment names (not created here)."""
+    env = os.environ.get("TOSA_JAX_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tosa_jax"
+
+
+def enabled_by_env() -> bool:
+    return os.environ.get("TOSA_JAX_CACHE", "1").strip().lower() not in ("0", "off", "false",
+                                                                          "no")
+
+
+def _max_bytes_from_env() -> int:
+    try:
+        return int(os.environ.get("TOSA_JAX_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+@cache
+def code_digest() -> str:
+    """A digest of tosa_jax's installed source files (path, size, mtime): any edit changes it."""
+    import tosa_jax
+
+    h = hashlib.sha256()
+    roots = {Path(tosa_jax.__file__).parent}
+    for sub in ("lowering", "profiles"):
+        mod = sys.modules.get(f"tosa_jax.{sub}")
+        if mod is not None and getattr(mod, "__file__", None):
+            roots.add(Path(mod.__file__).parent)
+    for root in sorted(roots):
+        for path in sorted(root.rglob("*.py")):
+            st = path.stat()
+            h.update(f"{path.relative_to(root.parent)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()[:24]
+
+
+@dataclass
+class CacheStats:
+    directory: Path
+    entries: int
+    bytes: int
+    max_bytes: int
+    enabled: bool
+
+    def __str__(self) -> str:
+        state = "on" if self.enabled else "off (TOSA_JAX_CACHE)"
+        return (f"tosa_jax compile cache: {self.directory}\n"
+                f"  {self.entries} entries, {self.bytes / 2**20:.1f} MiB of "
+                f"{self.max_bytes / 2**20:.0f} MiB; {state}")
+
+
+class CompileCache:
+    """Executables on disk by key (a JSON-able dict). ``get`` returns None on any miss."""
+
+    def __init__(self, directory: str | os.PathLike | None = None,
+                 max_bytes: int | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else default_dir()
+        self.max_bytes = max_bytes if max_bytes is not None else _max_bytes_from_env()
+
+    # -- keys and files ---------------------------------------------------------------------
+
+    @staticmethod
+    def key_text(key: dict[str, Any]) -> bytes:
+        return json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
+
+    def path(self, key: dict[str, Any]) -> Path:
+        return self.directory / (hashlib.sha256(self.key_text(key)).hexdigest() + SUFFIX)
+
+    def get(self, key: dict[str, Any]) -> Any | None:
+        """The payload stored under ``key``, or None (absent, damaged or foreign: removed)."""
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        payload = self._decode(data, self.key_text(key))
+        if payload is None:
+            self._remove(path)
+            return None
+        try:
+            os.utime(path)  # recently used: kept longest
+        except OSError:
+            pass
+        return payload
+
+    def put(self, key: dict[str, Any], payload: Any) -> None:
+        """Store ``payload`` (picklable) under ``key``; errors (read-only disk...) are ignored:
+        a cache that cannot be written only costs the next process a compile."""
+        try:
+            body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+            key_text = self.key_text(key)
+            header = MAGIC + len(key_text).to_bytes(4, "little") + key_text
+            data = header + hashlib.sha256(body).digest() + body
+            if len(data) > self.max_bytes:
+                return
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, self.path(key))
+            except BaseException:
+                self._remove(Path(tmp))
+                raise
+            self._evict()
+        except (OSError, pickle.PicklingError, TypeError, ValueError, AttributeError):
+            pass
+
+    @staticmethod
+    def _decode(data: bytes, key_text: bytes) -> Any | None:
+        if not data.startswith(MAGIC):
+            return None
+        at = len(MAGIC)
+        if len(data) < at + 4:
+            return None
+        n = int.from_bytes(data[at:at + 4], "little")
+        at += 4
+        if data[at:at + n] != key_text:  # another key under the same file name: foreign
+            return None
+        at += n
+        digest, body = data[at:at + 32], data[at + 32:]
+        if len(digest) != 32 or hashlib.sha256(body).digest() != digest:
+            return None
+        try:
+            return pickle.loads(body)
+        except Exception:
+            return None
+
+    @staticmethod
+    def _remove(path: Path) -> None:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+    def _entries(self) -> list[tuple[float, int, Path]]:
+        out = []
+        try:
+            for p in self.directory.iterdir():
+                if p.suffix == SUFFIX or p.name.startswith(".tmp-"):
+                    try:
+                        st = p.stat()
+                    except OSError:
+                        continue
+                    out.append((st.st_mtime, st.st_size, p))
+        except OSError:
+            pass
+        return out
+
+    def _evict(self) -> None:
+        entries = sorted(self._entries())
+        total = sum(size for _, size, _ in entries)
+        stale = time.time() - 3600  # temporaries of a crashed writer
+        for mtime, size, path in entries:
+            if total <= self.max_bytes and not (path.name.startswith(".tmp-") and mtime < stale):
+                continue
+            self._remove(path)
+            total -= size
+
+    # -- the command line's view --------------------------------------------------------------
+
+    def stats(self) -> CacheStats:
+        entries = [e for e in self._entries() if e[2].suffix == SUFFIX]
+        return CacheStats(self.directory, len(entries), sum(s for _, s, _ in entries),
+                          self.max_bytes, enabled_by_env())
+
+    def clear(self) -> int:
+        """Remove every entry; returns how many were removed."""
+        entries = self._entries()
+        for _, _, path in entries:
+            self._remove(path)
+        return len(entries)
+
+
+def open_cache(option: bool | str | os.PathLike | CompileCache | None) -> CompileCache | None:
+    """The cache a ``load(..., cache=option)`` uses: None/True -> the environment's (None when
+    turned off there), False -> none, a path -> that directory, a CompileCache as it is."""
+    if option is False:
+        return None
+    if isinstance(option, CompileCache):
+        return option
+    if option is None or option is True:
+        return CompileCache() if enabled_by_env() else None
+    return CompileCache(option)
