@@ -1,0 +1,118 @@
+"""The persistent compile cache: a second process runs without compiling; damaged, foreign and
+stale entries are never trusted; the size bound holds; it can be moved and turned off."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import tosa_jax
+from tosa_jax.cache import SUFFIX, CompileCache, open_cache
+from tosa_jax.cli import main as cli
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+CNN = FIXTURES / "cnn_int8.tosa"
+X = np.load(FIXTURES / "cnn_int8.input.npy")
+
+
+def _entries(d: Path) -> list[Path]:
+    return sorted(d.glob("*" + SUFFIX))
+
+
+def _run(d: Path, **kw) -> tuple[np.ndarray, str | None]:
+    model = tosa_jax.load(CNN, cache=d, **kw)
+    return np.asarray(model(X)), model.compile_source
+
+
+def test_second_process_loads_the_executable(tmp_path: Path, reference) -> None:
+    code = ("import sys, json, numpy as np, tosa_jax\n"
+            f"m = tosa_jax.load({str(CNN)!r})\n"
+            f"y = np.asarray(m(np.load({str(FIXTURES / 'cnn_int8.input.npy')!r})))\n"
+            "print(json.dumps([m.compile_source, y.tolist()]))\n")
+    env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(tmp_path)}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                      capture_output=True, text=True).stdout.splitlines()[-1])
+            for _ in range(2)]
+    assert [r[0] for r in runs] == ["compiled", "cache"]
+    assert len(_entries(tmp_path)) == 1
+    ref = reference(CNN, {tosa_jax.load(CNN, cache=False).inputs[0].name: X},
+                    [tosa_jax.load(CNN, cache=False).outputs[0].name])
+    want = next(iter(ref.values()))
+    for _, y in runs:
+        np.testing.assert_array_equal(np.asarray(y, want.dtype), want)
+
+
+def test_damaged_entries_are_rebuilt(tmp_path: Path) -> None:
+    y0, how = _run(tmp_path)
+    assert how == "compiled"
+    (entry,) = _entries(tmp_path)
+    good = entry.read_bytes()
+    damaged = [good[: len(good) // 2],                       # truncated
+               good[:-1] + bytes([good[-1] ^ 0xFF]),          # a flipped bit in the payload
+               b"not a cache entry at all",                   # foreign format
+               good.replace(b'"format":1', b'"format":7')]   # another key under this name
+    for data in damaged:
+        entry.write_bytes(data)
+        y, how = _run(tmp_path)
+        assert how == "compiled"
+        np.testing.assert_array_equal(y, y0)
+        assert entry.read_bytes() != data
+        y, how = _run(tmp_path)  # rebuilt: the next model loads it
+        assert how == "cache"
+        np.testing.assert_array_equal(y, y0)
+
+
+def test_key_separates_x64_and_inputs(tmp_path: Path) -> None:
+    y0, _ = _run(tmp_path)
+    with jax.enable_x64(True):
+        y1, how = _run(tmp_path)
+    assert how == "compiled"
+    np.testing.assert_array_equal(y1, y0)
+    assert len(_entries(tmp_path)) == 2
+    other = tosa_jax.load(FIXTURES / "mlp_attn_int8.tosa", cache=tmp_path)
+    other(*(np.zeros(s.shape, s.np_dtype) for s in other.inputs))
+    assert other.compile_source == "compiled" and len(_entries(tmp_path)) == 3
+
+
+def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
+    _run(tmp_path)
+    (first,) = _entries(tmp_path)
+    size = first.stat().st_size
+    small = CompileCache(tmp_path, max_bytes=int(size * 1.5))
+    with jax.enable_x64(True):
+        _run(small)  # a second entry does not fit beside the first: the older one goes
+    (kept,) = _entries(tmp_path)
+    assert kept != first
+    tiny = CompileCache(tmp_path / "tiny", max_bytes=100)
+    _run(tiny)  # an entry over the whole bound is not written
+    assert _entries(tmp_path / "tiny") == []
+
+
+def test_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tosa_jax.load(CNN, cache=False)
+    model(X)
+    assert model.cache is None and model.compile_source == "compiled"
+    monkeypatch.setenv("TOSA_JAX_CACHE", "0")
+    assert open_cache(None) is None
+    monkeypatch.setenv("TOSA_JAX_CACHE", "1")
+    monkeypatch.setenv("TOSA_JAX_CACHE_DIR", str(tmp_path / "moved"))
+    model = tosa_jax.load(CNN)
+    model(X)
+    assert len(_entries(tmp_path / "moved")) == 1
+
+
+def test_cli_shows_and_clears(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _run(tmp_path)
+    assert cli(["cache", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert str(tmp_path) in out and "1 entries" in out
+    assert cli(["cache", "--dir", str(tmp_path), "--clear"]) == 0
+    assert "removed 1" in capsys.readouterr().out
+    assert _entries(tmp_path) == []
