@@ -22,7 +22,7 @@ from tosa_jax.executor import (
     host_to_value,
     initial_state,
 )
-from tosa_jax.ir import HOST_DTYPES, Graph
+from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES, Graph
 from tosa_jax.limits import Limits, check_graph, human_bytes
 from tosa_jax.lowering.numerics import INT_RANGES, Wide, wide_to_numpy
 from tosa_jax.profiles import validate
@@ -109,7 +109,7 @@ class Model:
                  limits: Limits | None = None, profile: str | list[str] | None = None,
                  extensions: list[str] | None = None, level: str | None = None,
                  cache: bool | str | os.PathLike | CompileCache | None = None,
-                 digest: str | None = None) -> None:
+                 digest: str | None = None, tiered: bool | None = None) -> None:
         self.graph = graph
         # Sizes and structure are checked before anything is traced or allocated.
         self.limits = limits or Limits.default()
@@ -133,7 +133,10 @@ class Model:
             self.reset_state()
         self._jitted = jax.jit(self.fn_with_state if self.variables else self.fn)
         # One executable per input signature, built (or read from the persistent cache) once.
-        self._executables: dict[tuple[Any, ...], Any] = {}
+        self._executables: dict[tuple[Any, ...], _Slot] = {}
+        self.tiered = ((os.environ.get("TOSA_JAX_TIERED", "1").strip().lower()
+                        not in ("0", "off", "false", "no")) if tiered is None else bool(tiered)
+                       ) and not _has_floats(graph)
         self._build_lock = threading.Lock()
         self.cache = open_cache(cache)
         self.compile_source: str | None = None  # "cache" or "compiled", for the last build
@@ -202,14 +205,29 @@ class Model:
         """The compiled executable for these arguments' signature: built once per signature,
         from the persistent cache when it holds one (no tracing, lowering or compiling)."""
         sig = self._signature(args)
-        exe = self._executables.get(sig)
-        if exe is None:
+        slot = self._executables.get(sig)
+        if slot is None:
             with self._build_lock:
-                exe = self._executables.get(sig)
-                if exe is None:
-                    exe = self._build(args)
-                    self._executables[sig] = exe
-        return exe
+                slot = self._executables.get(sig)
+                if slot is None:
+                    slot = self._build(args, optimize=not self.tiered)
+                    self._executables[sig] = slot
+        if slot.tier == 0:
+            slot.calls += 1
+            if slot.calls == 2:  # called again: worth the optimized executable
+                # Not a daemon: a compile cut off at interpreter exit may crash the process.
+                threading.Thread(target=self._upgrade, args=(sig, args),
+                                 name="tosa_jax-optimize").start()
+        return slot.exe
+
+    def _upgrade(self, sig: tuple[Any, ...], args: tuple[Any, ...]) -> None:
+        """Replace a quick executable by the optimized one (in the background; on any error
+        the quick one stays: it computes the same results)."""
+        try:
+            slot = self._build(args, optimize=True, lookup=False)
+        except Exception:
+            return
+        self._executables[sig] = slot
 
     def _disk_key(self, args: tuple[Any, ...]) -> dict[str, Any] | None:
         """Everything that decides the executable XLA builds for ``args``; None when the graph
@@ -237,22 +255,27 @@ class Model:
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
         }
 
-    def _build(self, args: tuple[Any, ...]) -> Any:
+    def _build(self, args: tuple[Any, ...], optimize: bool, lookup: bool = True) -> _Slot:
         """Compile for ``args`` (or load from the persistent cache), and refuse an executable
         whose arguments, outputs and temporaries need more than ``limits.max_bytes``.
 
-        The declared tensors are checked at load time; this also bounds what the operators
-        hold inside (a convolution's padded input, say), before any of it is allocated."""
+        ``optimize=False`` compiles the quick tier (LLVM's optimizer off, see QUICK_OPTIONS);
+        a cached executable is taken whatever its tier. The declared tensors are checked at load
+        time; this also bounds what the operators hold inside (a convolution's padded input,
+        say), before any of it is allocated."""
         key = self._disk_key(args) if self.cache is not None else None
-        entry = self.cache.get(key) if key is not None else None
+        entry = self.cache.get(key) if key is not None and lookup else None
         exe = None
         if entry is not None:
             exe = _deserialize(entry, args)
-            need, temp = entry.get("need", 0), entry.get("temp", 0)
+            need, temp, tier = entry.get("need", 0), entry.get("temp", 0), entry.get("tier", 1)
         if exe is None:
-            exe = self._jitted.lower(*args).compile()
+            entry = None
+            tier = 1 if optimize or not _quick_tier_helps(args) else 0
+            exe = self._jitted.lower(*args).compile(None if tier else QUICK_OPTIONS)
             need, temp = compiled_bytes(exe)
-        self.compile_source = "cache" if entry is not None and exe is not None else "compiled"
+        if lookup:
+            self.compile_source = "cache" if entry is not None else "compiled"
         if need > self.limits.max_bytes:
             raise TosaLimitError(
                 f"compiled, the graph needs {need} bytes ({human_bytes(need)}) of memory "
@@ -263,13 +286,19 @@ class Model:
         if key is not None and entry is None:
             payload = _serialize(exe)
             if payload is not None:
-                self.cache.put(key, {**payload, "need": need, "temp": temp})
-        return exe
+                self.cache.put(key, {**payload, "need": need, "temp": temp, "tier": tier})
+        return _Slot(exe, tier)
 
-    def compile(self, *args: Any, **kwargs: Any) -> Model:
-        """Compile (or fetch from the cache) for these inputs without running; returns self."""
+    def compile(self, *args: Any, optimize: bool = True, **kwargs: Any) -> Model:
+        """Compile (or fetch from the cache) for these inputs without running; returns self.
+        ``optimize``: make sure the optimized executable is the one in use (not the quick
+        tier), as a benchmark or a serving loop wants from its first call."""
         bound = self._bind(args, kwargs)
-        self._executable((self._state, *bound) if self.variables else tuple(bound))
+        full = (self._state, *bound) if self.variables else tuple(bound)
+        self._executable(full)
+        sig = self._signature(full)
+        if optimize and self._executables[sig].tier == 0:
+            self._executables[sig] = self._build(full, optimize=True, lookup=False)
         return self
 
     def _execute(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -325,6 +354,37 @@ class Model:
                 for spec, o in zip(self.outputs, outs, strict=False)}
 
 
+# Tiered compilation, for integer graphs on the CPU. A signature's first executable is compiled
+# with LLVM's optimizer off: XLA's HLO passes run as always and library kernels are the same, so
+# integer results are identical (tests/unit/test_cache.py), at about half XLA CPU's compile time;
+# the second call compiles the optimized executable in a background thread, which then replaces
+# it. A graph run once (a test, a debugging run) never pays for the optimizer. Not for graphs
+# with floating-point tensors: the optimizer contracts multiply-adds, so a float result would
+# change in its last bit between the first call and later ones.
+QUICK_OPTIONS = {"xla_backend_optimization_level": 0}
+
+
+@dataclass
+class _Slot:
+    """The executable in use for one input signature: its tier (0 quick, 1 optimized) and how
+    often the quick one was called."""
+
+    exe: Any
+    tier: int
+    calls: int = 0
+
+
+def _has_floats(graph: Graph) -> bool:
+    return any(t.dtype in FLOAT_TYPES for r in graph.regions for b in r.blocks
+               for t in b.tensors.values())
+
+
+def _quick_tier_helps(args: tuple[Any, ...]) -> bool:
+    leaves = jax.tree.leaves(args)
+    devices = {d for a in leaves for d in _devices(a)} or {jax.devices()[0]}
+    return all(d.platform == "cpu" for d in devices)
+
+
 def _placement(a: Any) -> Any:
     """Where an argument lives, as far as it decides the executable (committed device)."""
     sharding = getattr(a, "sharding", None)
@@ -370,7 +430,8 @@ def load(source: str | os.PathLike | bytes | Graph, *,
          device: jax.Device | str | None = None, max_elements: int | None = None,
          max_bytes: int | None = None, profile: str | list[str] | None = None,
          extensions: list[str] | None = None, level: str | None = None,
-         cache: bool | str | os.PathLike | CompileCache | None = None) -> Model:
+         cache: bool | str | os.PathLike | CompileCache | None = None,
+         tiered: bool | None = None) -> Model:
     """Load a TOSA 1.0 flatbuffer (path or bytes) or an IR Graph as a callable Model.
 
     ``device``: a JAX device, or a platform name ("cpu", "gpu"); by default JAX's default device.
@@ -384,8 +445,10 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     are ``model.requirements`` (see ``tosa_jax.profiles``).
     ``cache``: the persistent compile cache (``tosa_jax.cache``): None/True the environment's
     (``TOSA_JAX_CACHE_DIR``, ``TOSA_JAX_CACHE=0`` to turn it off), False none, or a directory.
+    ``tiered``: compile a quick executable first and the optimized one from the second call on,
+    in the background (default on, ``TOSA_JAX_TIERED=0`` to turn it off; CPU only).
     """
     limits = Limits.default(max_elements=max_elements, max_bytes=max_bytes)
     graph, digest = _read(source, limits)
     return Model(graph, device=device, limits=limits, profile=profile, extensions=extensions,
-                 level=level, cache=cache, digest=digest)
+                 level=level, cache=cache, digest=digest, tiered=tiered)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import jax
@@ -116,3 +117,32 @@ def test_cli_shows_and_clears(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert cli(["cache", "--dir", str(tmp_path), "--clear"]) == 0
     assert "removed 1" in capsys.readouterr().out
     assert _entries(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["cnn_int8", "mlp_attn_int8"])
+def test_quick_tier_computes_what_the_optimized_one_does(name: str) -> None:
+    """Integer graphs: the quick tier (LLVM optimizer off) against the optimized executable,
+    bit for bit; the upgrade after the second call."""
+    path = FIXTURES / f"{name}.tosa"
+    model = tosa_jax.load(path, cache=False)
+    x = np.load(FIXTURES / f"{name}.input.npy")
+    quick = model(x)
+    (slot,) = model._executables.values()
+    assert slot.tier == 0
+    model(x)  # the second call starts the optimized compile
+    for t in threading.enumerate():
+        if t.name == "tosa_jax-optimize":
+            t.join()
+    (slot,) = model._executables.values()
+    assert slot.tier == 1
+    optimized = model(x)
+    assert np.asarray(quick).tobytes() == np.asarray(optimized).tobytes()
+
+
+def test_float_graphs_are_not_tiered() -> None:
+    """The optimizer contracts float multiply-adds: a quick first call would differ from the
+    later ones in the last bit, so float graphs get the optimized executable at once."""
+    model = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
+    model(np.load(FIXTURES / "cnn_fp32.input.npy"))
+    assert not model.tiered
+    assert [s.tier for s in model._executables.values()] == [1]
