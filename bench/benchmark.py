@@ -11,9 +11,13 @@ networks and the zoo in ``.cache/zoo``) and every engine:
 * **throughput, batch N** (64): tosa_jax evaluates the batch in one call of
   ``jit(tosa_jax.evaluate.batched(model.fn))`` (a loop over chunks of 4 vmapped samples);
   the reference model and IREE have batch-1 graphs, so they loop over the N samples;
-* **first call**: from the file to the first result. tosa_jax: load + trace + XLA compile + run
-  (trace and compile also apart). IREE: ``tosa-opt`` (flatbuffer -> MLIR) + ``iree-compile`` +
-  module load + run;
+* **batch N through ``tosa_jax.evaluate``**: what a user calls (numpy in and out), timed over
+  repeated calls after the first (which compiles);
+* **first result**: what a fresh process pays from the file to the first result. tosa_jax:
+  ``tosa_jax.load(path)`` + the first call in a new process (import apart), once with an empty
+  compile cache and once more, in another process, from the cache it filled; trace + lower and
+  XLA compile apart (per operator: operators other than CONST / CONST_SHAPE). IREE:
+  ``tosa-opt`` (flatbuffer -> MLIR) + ``iree-compile`` + module load + run;
 * **peak memory**: each engine runs on each graph in its own fresh process, whose resident-set
   high-water mark (``VmHWM``) is read after the batch-1 phase and again after the batch-N phase;
   the process's RSS before the graph is loaded is reported as its baseline. For tosa_jax also
@@ -62,6 +66,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODELS = [ROOT / "tests" / "fixtures", ROOT / ".cache" / "zoo"]
 ENGINES = ("tosa_jax", "reference", "iree")
+WORKERS = (*ENGINES, "tosa_jax_first")
 SEED = 1234
 
 # ---------------------------------------------------------------------------------- helpers
@@ -183,6 +188,7 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
     lat_cpu = CPU_MS[-1]
     # The public API (input checks, device transfer from numpy) on the same executable.
     xh = _load_inputs(work, len(model.inputs), False)
+    model.compile(*xh)  # the optimized executable (not the quick tier of a first call)
     jax.block_until_ready(model(*xh))
     api_ms, _ = _median_ms(lambda: jax.block_until_ready(model(*xh)), args.repeat, args.budget)
     peak_b1 = _peak_rss()
@@ -214,7 +220,40 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
         res.update(batch_ms=b_ms, batch_calls=b_n, batch_samples=args.batch,
                    throughput=args.batch / (b_ms / 1e3), batch_cpu_ms=CPU_MS[-1],
                    rss_peak_b=_peak_rss() if reset else None)
+        # What a user calls: tosa_jax.evaluate on the same samples, repeated (numpy in and
+        # out, batches sharded over the local devices); the first call compiles.
+        xe = _load_inputs(work, len(model.inputs), True)
+        xe = xe[0] if len(xe) == 1 else tuple(xe)
+        t0 = time.perf_counter()
+        tosa_jax.evaluate(model, xe, batch_size=args.batch, progress=False)
+        res["evaluate_first_ms"] = (time.perf_counter() - t0) * 1e3
+        e_ms, e_n = _median_ms(
+            lambda: tosa_jax.evaluate(model, xe, batch_size=args.batch, progress=False),
+            args.repeat_b, args.budget)
+        res.update(evaluate_ms=e_ms, evaluate_calls=e_n,
+                   evaluate_throughput=args.batch / (e_ms / 1e3), evaluate_cpu_ms=CPU_MS[-1])
     return res
+
+
+def worker_tosa_jax_first(args: argparse.Namespace) -> dict:
+    """What a user's fresh process pays: import, ``tosa_jax.load(path)``, the first call, with
+    the compile cache in ``--cache-dir`` (empty the first time, filled the second)."""
+    t_start, c_start = time.perf_counter(), time.process_time()
+    import jax
+
+    import tosa_jax
+
+    t_imp, c_imp = time.perf_counter(), time.process_time()
+    model = tosa_jax.load(args.model, cache=args.cache_dir)
+    x = _load_inputs(Path(args.work), len(model.inputs), False)
+    outs = jax.block_until_ready(model(*x))
+    t_end, c_end = time.perf_counter(), time.process_time()
+    del outs
+    ops = sum(op.op not in ("CONST", "CONST_SHAPE") for op in model.graph.main.operators)
+    return {"import_ms": (t_imp - t_start) * 1e3, "import_cpu_ms": (c_imp - c_start) * 1e3,
+            "first_result_ms": (t_end - t_imp) * 1e3,
+            "first_result_cpu_ms": (c_end - c_imp) * 1e3,
+            "source": model.compile_source, "ops": ops}
 
 
 def worker_reference(args: argparse.Namespace) -> dict:
@@ -505,6 +544,10 @@ def bench_model(model: Path, args: argparse.Namespace, gpu: bool) -> dict:
             row["reference_cli"] = reference_cli(model, work, names_in, names_out,
                                                  args.repeat_cli, ref_exe)
         if "tosa_jax" in engines:
+            cache_dir = work / "compile_cache"  # empty: the first process compiles
+            for tag in ("tosa_jax_first", "tosa_jax_cached"):
+                row[tag] = run_worker(py, "tosa_jax_first", model, work, args, n_in,
+                                      ["--cache-dir", str(cache_dir)])
             row["tosa_jax"] = run_worker(py, "tosa_jax", model, work, args, n_in,
                                          ["--engine-tag", "tosa_jax"])
             row["tosa_jax"]["check"] = compare(work, "tosa_jax", dtypes)
@@ -542,7 +585,9 @@ def add_ratios(row: dict) -> None:
         "vs_iree_latency": _ratio(_get(row, iree, "latency_ms"), _get(row, tj, "latency_ms")),
         "vs_iree_throughput": _ratio(_get(row, tj, "throughput"), _get(row, iree, "throughput")),
         "vs_iree_first_call": _ratio(_get(row, iree, "first_call_ms"),
-                                     _get(row, tj, "first_call_ms")),
+                                     _get(row, "tosa_jax_first", "first_result_ms")),
+        "vs_iree_evaluate": _ratio(_get(row, tj, "evaluate_throughput"),
+                                   _get(row, iree, "throughput")),
         # the same from CPU time (all threads): robust to a loaded machine
         "cpu_vs_reference_latency": _ratio(_get(row, ref, "latency_cpu_ms"),
                                            _get(row, tj, "latency_cpu_ms")),
@@ -583,7 +628,8 @@ def print_table(rows: list[dict], machine: dict, batch: int) -> None:
     print("\nlatency, batch 1 (ms, median) and throughput, batch "
           f"{batch} (samples/s); ratios > 1 mean tosa_jax is faster")
     head = (f"{'graph':<22}{'tj ms':>8}{'ref ms':>9}{'refCLI':>8}{'IREE ms':>8}{'x ref':>7}"
-            f"{'x IREE':>7}{'tj/s':>9}{'ref/s':>8}{'IREE/s':>8}{'xIREE':>7}  check tj/IREE")
+            f"{'x IREE':>7}{'tj/s':>9}{'eval/s':>9}{'ref/s':>8}{'IREE/s':>8}{'xIREE':>7}"
+            f"  check tj/IREE")
     print(head)
     for r in rows:
         q = r.get("ratios", {})
@@ -595,15 +641,17 @@ def print_table(rows: list[dict], machine: dict, batch: int) -> None:
               f"{_f(q.get('vs_reference_latency'), '.0f', 7)}"
               f"{_f(q.get('vs_iree_latency'), '.2f', 7)}"
               f"{_f(_get(r, 'tosa_jax', 'throughput'), '.0f', 9)}"
+              f"{_f(_get(r, 'tosa_jax', 'evaluate_throughput'), '.0f', 9)}"
               f"{_f(_get(r, 'reference', 'throughput'), '.1f', 8)}"
               f"{_f(_get(r, 'iree', 'throughput'), '.0f', 8)}"
-              f"{_f(q.get('vs_iree_throughput'), '.2f', 7)}"
+              f"{_f(q.get('vs_iree_evaluate'), '.2f', 7)}"
               f"  {_check_mark(r, 'tosa_jax')}/{_check_mark(r, 'iree')}")
-    print("\nfirst call (s: file -> first result) and peak memory (MiB: process high-water mark; "
-          "XLA: compiled estimate)")
-    print(f"{'graph':<22}{'tj 1st':>8}{'(compile)':>10}{'IREE 1st':>9}{'(compile)':>10}"
-          f"{'xIREE':>7}{'tj RSS':>8}{'XLA':>7}{'ref RSS':>8}{'refCLI':>8}{'IREE RSS':>9}"
-          f"{'iree-c':>8}")
+    print("\nfirst result (s; a fresh process: load + first call, after import; 'cached': a "
+          "second process, compile cache filled), trace+lower per operator (ms), XLA compile "
+          "(s), and peak memory (MiB: process high-water mark; XLA: compiled estimate)")
+    print(f"{'graph':<22}{'ops':>5}{'import':>7}{'tj 1st':>8}{'cached':>7}{'ms/op':>6}"
+          f"{'compile':>8}{'IREE 1st':>9}{'(compile)':>10}{'xIREE':>7}{'tj RSS':>8}{'XLA':>7}"
+          f"{'ref RSS':>8}{'refCLI':>8}{'IREE RSS':>9}{'iree-c':>8}")
     mib = 2**20
 
     def m(r: dict, e: str, k: str) -> float | None:
@@ -619,9 +667,14 @@ def print_table(rows: list[dict], machine: dict, batch: int) -> None:
         return None if v is None else v / 1e3
 
     for r in rows:
-        print(f"{r['graph'][:21]:<22}"
-              f"{_f(sec(r, 'tosa_jax', 'first_call_ms'), '.2f', 8)}"
-              f"{_f(sec(r, 'tosa_jax', 'compile_ms'), '.2f', 10)}"
+        ops = _get(r, "tosa_jax_first", "ops")
+        trace = _get(r, "tosa_jax", "trace_ms")
+        print(f"{r['graph'][:21]:<22}{_f(ops, 'd', 5)}"
+              f"{_f(sec(r, 'tosa_jax_first', 'import_ms'), '.2f', 7)}"
+              f"{_f(sec(r, 'tosa_jax_first', 'first_result_ms'), '.3f', 8)}"
+              f"{_f(sec(r, 'tosa_jax_cached', 'first_result_ms'), '.3f', 7)}"
+              f"{_f(trace / ops if trace and ops else None, '.2f', 6)}"
+              f"{_f(sec(r, 'tosa_jax', 'compile_ms'), '.2f', 8)}"
               f"{_f(sec(r, 'iree', 'first_call_ms'), '.2f', 9)}"
               f"{_f(sec(r, 'iree', 'compile_ms'), '.2f', 10)}"
               f"{_f(r.get('ratios', {}).get('vs_iree_first_call'), '.2f', 7)}"
@@ -644,7 +697,8 @@ def print_table(rows: list[dict], machine: dict, batch: int) -> None:
               f"{_f(_cpu_per_sample(r, 'iree'), '.3f', 9)}"
               f"{_f(q.get('cpu_vs_iree_throughput'), '.2f', 8)}")
     errors = [(r["graph"], e, r[e]["error"]) for r in rows for e in
-              ("tosa_jax", "tosa_jax_gpu", "reference", "reference_cli", "iree")
+              ("tosa_jax", "tosa_jax_first", "tosa_jax_cached", "tosa_jax_gpu", "reference",
+               "reference_cli", "iree")
               if isinstance(r.get(e), dict) and "error" in r[e]]
     wrong = [(r["graph"], e, r[e]["check"]["detail"]) for r in rows
              for e in ("tosa_jax", "tosa_jax_gpu", "iree")
@@ -687,7 +741,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-gpu", action="store_true", help="skip tosa_jax on GPU even if present")
     ap.add_argument("--show", type=Path, help="print the tables of a saved JSON file and stop")
     # worker mode (internal)
-    ap.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
+    ap.add_argument("--cache-dir", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--n-inputs", default="1", help=argparse.SUPPRESS)
@@ -715,7 +770,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.worker:
         fn = {"tosa_jax": worker_tosa_jax, "reference": worker_reference,
-              "iree": worker_iree}[args.worker]
+              "iree": worker_iree, "tosa_jax_first": worker_tosa_jax_first}[args.worker]
         print(json.dumps(fn(args)))
         return
     if args.show:
