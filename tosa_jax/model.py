@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,42 +105,100 @@ class Model:
       state holds all). Such a graph's ``model.fn`` raises: its outputs depend on the state.
     """
 
-    def __init__(self, graph: Graph, *, device: jax.Device | str | None = None,
+    def __init__(self, graph: Graph | None, *, device: jax.Device | str | None = None,
                  limits: Limits | None = None, profile: str | list[str] | None = None,
                  extensions: list[str] | None = None, level: str | None = None,
                  cache: bool | str | os.PathLike | CompileCache | None = None,
-                 digest: str | None = None, tiered: bool | None = None) -> None:
-        self.graph = graph
-        # Sizes and structure are checked before anything is traced or allocated.
+                 digest: str | None = None, tiered: bool | None = None,
+                 meta: dict[str, Any] | None = None,
+                 reader: Callable[[], Graph] | None = None) -> None:
         self.limits = limits or Limits.default()
-        self.declared_bytes = check_graph(graph, self.limits)
-        # TOSA 1.0.2 ERROR_IFs, and what the graph needs against what was asked for
-        # (tosa_jax.profiles; None accepts whatever the graph needs).
-        self.requirements = validate(graph, profile, extensions, level)
-        self.fn = graph_function(graph)
-        self.fn_with_state = graph_state_function(graph)
-        block = graph.main
-        self.inputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
-                       for n in block.inputs]
-        self.outputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
-                        for n in block.outputs]
+        self._target = (profile, extensions, level)
+        self._graph, self._reader = graph, reader
+        if graph is not None:
+            # Sizes and structure are checked before anything is traced or allocated.
+            self.declared_bytes = check_graph(graph, self.limits)
+            # TOSA 1.0.2 ERROR_IFs, and what the graph needs against what was asked for
+            # (tosa_jax.profiles; None accepts whatever the graph needs).
+            self._requirements = validate(graph, profile, extensions, level)
+            self._functions()
+            block = graph.main
+            self.inputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
+                           for n in block.inputs]
+            self.outputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
+                            for n in block.outputs]
+            self.variables = [TensorSpec(k, t.shape, t.dtype)
+                              for k, t in graph_variables(graph).items()]
+            floats = _has_floats(graph)
+        else:
+            # From the cache's record of this graph, loaded and validated with these options
+            # before: the graph is read (and its functions built) only when something needs
+            # them, which a run from cached executables does not.
+            assert meta is not None and reader is not None
+            self._requirements = None
+            self.declared_bytes = meta["declared_bytes"]
+            self.inputs = [TensorSpec(n, tuple(s), t) for n, s, t in meta["inputs"]]
+            self.outputs = [TensorSpec(n, tuple(s), t) for n, s, t in meta["outputs"]]
+            self.variables = []
+            floats = meta["floats"]
         self.device = jax.devices(device)[0] if isinstance(device, str) else device
-        self.variables = [TensorSpec(k, t.shape, t.dtype)
-                          for k, t in graph_variables(graph).items()]
         self._state: dict[str, Any] = {}
         self._state_lock = threading.Lock()
         if self.variables:
             self.reset_state()
-        self._jitted = jax.jit(self.fn_with_state if self.variables else self.fn)
         # One executable per input signature, built (or read from the persistent cache) once.
         self._executables: dict[tuple[Any, ...], _Slot] = {}
         self.tiered = ((os.environ.get("TOSA_JAX_TIERED", "1").strip().lower()
                         not in ("0", "off", "false", "no")) if tiered is None else bool(tiered)
-                       ) and not _has_floats(graph)
+                       ) and not floats
         self._build_lock = threading.Lock()
         self.cache = open_cache(cache)
         self.compile_source: str | None = None  # "cache" or "compiled", for the last build
         self._digest = digest  # SHA-256 of the graph's bytes; None: computed when first needed
+
+    def _functions(self) -> None:
+        graph = self.graph
+        self._fn = graph_function(graph)
+        self._fn_with_state = graph_state_function(graph)
+        self._jitted_fn = jax.jit(self._fn_with_state if graph_variables(graph) else self._fn)
+
+    @property
+    def graph(self) -> Graph:
+        """The IR of the graph (read now if the model came from the compile cache)."""
+        if self._graph is None:
+            self._graph = self._reader()
+        return self._graph
+
+    @property
+    def requirements(self) -> Any:
+        """What the graph needs: profiles, extensions, level (``tosa_jax.profiles``)."""
+        if self._requirements is None:
+            self._requirements = validate(self.graph, *self._target)
+        return self._requirements
+
+    @property
+    def fn(self) -> Callable[..., tuple[Any, ...]]:
+        if not hasattr(self, "_fn"):
+            self._functions()
+        return self._fn
+
+    @property
+    def fn_with_state(self) -> Callable[..., Any]:
+        if not hasattr(self, "_fn_with_state"):
+            self._functions()
+        return self._fn_with_state
+
+    @property
+    def _jitted(self) -> Any:
+        if not hasattr(self, "_jitted_fn"):
+            self._functions()
+        return self._jitted_fn
+
+    def _meta(self) -> dict[str, Any]:
+        """What a later load of the same bytes with the same options takes from the cache."""
+        return {"declared_bytes": self.declared_bytes, "floats": _has_floats(self.graph),
+                "inputs": [(s.name, list(s.shape), s.dtype) for s in self.inputs],
+                "outputs": [(s.name, list(s.shape), s.dtype) for s in self.outputs]}
 
     @property
     def version(self) -> str:
@@ -449,6 +507,46 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     in the background (default on, ``TOSA_JAX_TIERED=0`` to turn it off; CPU only).
     """
     limits = Limits.default(max_elements=max_elements, max_bytes=max_bytes)
-    graph, digest = _read(source, limits)
-    return Model(graph, device=device, limits=limits, profile=profile, extensions=extensions,
-                 level=level, cache=cache, digest=digest, tiered=tiered)
+    opts = {"device": device, "limits": limits, "profile": profile, "extensions": extensions,
+            "level": level, "cache": cache, "tiered": tiered}
+    store = open_cache(cache)
+    data, label = _bytes_of(source)
+    if data is None or store is None:
+        graph, digest = _read(source, limits)
+        return Model(graph, digest=digest, **opts)
+    digest = hashlib.sha256(data).hexdigest()
+    key = {"kind": "model", "format": 1, "graph": digest, "code": code_digest(),
+           "target": repr((profile, extensions, level)), "limits": repr(limits)}
+    meta = store.get(key)
+    if meta is not None:
+        return Model(None, digest=digest, meta=meta,
+                     reader=lambda: _parse(data, label, limits), **opts)
+    model = Model(_parse(data, label, limits), digest=digest, **opts)
+    if not model.variables:
+        store.put(key, model._meta())
+    return model
+
+
+def _bytes_of(source: Any) -> tuple[bytes | None, str | None]:
+    """The bytes of a path or a bytes-like source (None for a Graph), and the path to name in
+    errors."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), None
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.exists(path):
+            raise TosaFormatError(f"{path}: no such file")
+        if not os.path.isfile(path):
+            raise TosaFormatError(f"{path}: not a file")
+        with open(path, "rb") as f:
+            return f.read(), path
+    return None, None
+
+
+def _parse(data: bytes, label: str | None, limits: Limits) -> Graph:
+    try:
+        return serialization.read(data, limits=limits)
+    except TosaError as e:
+        if label is None:
+            raise
+        raise type(e)(f"{label}: {e}") from e

@@ -27,6 +27,12 @@ def _entries(d: Path) -> list[Path]:
     return sorted(d.glob("*" + SUFFIX))
 
 
+def _executables(d: Path) -> list[Path]:
+    """The entries that hold executables (the others, of a few hundred bytes, record a loaded
+    graph's inputs and outputs, so that a cached run need not read the graph)."""
+    return [p for p in _entries(d) if p.stat().st_size > 4096]
+
+
 def _run(d: Path, **kw) -> tuple[np.ndarray, str | None]:
     model = tosa_jax.load(CNN, cache=d, **kw)
     return np.asarray(model(X)), model.compile_source
@@ -42,7 +48,7 @@ def test_second_process_loads_the_executable(tmp_path: Path, reference) -> None:
                                       capture_output=True, text=True).stdout.splitlines()[-1])
             for _ in range(2)]
     assert [r[0] for r in runs] == ["compiled", "cache"]
-    assert len(_entries(tmp_path)) == 1
+    assert len(_entries(tmp_path)) == 2 and len(_executables(tmp_path)) == 1
     ref = reference(CNN, {tosa_jax.load(CNN, cache=False).inputs[0].name: X},
                     [tosa_jax.load(CNN, cache=False).outputs[0].name])
     want = next(iter(ref.values()))
@@ -53,7 +59,7 @@ def test_second_process_loads_the_executable(tmp_path: Path, reference) -> None:
 def test_damaged_entries_are_rebuilt(tmp_path: Path) -> None:
     y0, how = _run(tmp_path)
     assert how == "compiled"
-    (entry,) = _entries(tmp_path)
+    (entry,) = _executables(tmp_path)
     good = entry.read_bytes()
     damaged = [good[: len(good) // 2],                       # truncated
                good[:-1] + bytes([good[-1] ^ 0xFF]),          # a flipped bit in the payload
@@ -76,24 +82,25 @@ def test_key_separates_x64_and_inputs(tmp_path: Path) -> None:
         y1, how = _run(tmp_path)
     assert how == "compiled"
     np.testing.assert_array_equal(y1, y0)
-    assert len(_entries(tmp_path)) == 2
+    assert len(_executables(tmp_path)) == 2
     other = tosa_jax.load(FIXTURES / "mlp_attn_int8.tosa", cache=tmp_path)
     other(*(np.zeros(s.shape, s.np_dtype) for s in other.inputs))
-    assert other.compile_source == "compiled" and len(_entries(tmp_path)) == 3
+    assert other.compile_source == "compiled" and len(_executables(tmp_path)) == 3
 
 
 def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
     _run(tmp_path)
-    (first,) = _entries(tmp_path)
+    (first,) = _executables(tmp_path)
     size = first.stat().st_size
     small = CompileCache(tmp_path, max_bytes=int(size * 1.5))
     with jax.enable_x64(True):
-        _run(small)  # a second entry does not fit beside the first: the older one goes
-    (kept,) = _entries(tmp_path)
+        _run(small)  # a second executable does not fit beside the first: the older one goes
+    (kept,) = _executables(tmp_path)
     assert kept != first
+    assert sum(p.stat().st_size for p in _entries(tmp_path)) <= small.max_bytes
     tiny = CompileCache(tmp_path / "tiny", max_bytes=100)
-    _run(tiny)  # an entry over the whole bound is not written
-    assert _entries(tmp_path / "tiny") == []
+    _run(tiny)  # an executable over the whole bound is not written
+    assert _executables(tmp_path / "tiny") == []
 
 
 def test_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,16 +113,16 @@ def test_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOSA_JAX_CACHE_DIR", str(tmp_path / "moved"))
     model = tosa_jax.load(CNN)
     model(X)
-    assert len(_entries(tmp_path / "moved")) == 1
+    assert len(_executables(tmp_path / "moved")) == 1
 
 
 def test_cli_shows_and_clears(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _run(tmp_path)
     assert cli(["cache", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert str(tmp_path) in out and "1 entries" in out
+    assert str(tmp_path) in out and "2 entries" in out
     assert cli(["cache", "--dir", str(tmp_path), "--clear"]) == 0
-    assert "removed 1" in capsys.readouterr().out
+    assert "removed 2" in capsys.readouterr().out
     assert _entries(tmp_path) == []
 
 
@@ -146,3 +153,23 @@ def test_float_graphs_are_not_tiered() -> None:
     model(np.load(FIXTURES / "cnn_fp32.input.npy"))
     assert not model.tiered
     assert [s.tier for s in model._executables.values()] == [1]
+
+
+def test_cached_model_reads_the_graph_only_when_asked(tmp_path: Path) -> None:
+    """A second load of the same bytes with the same options takes inputs and outputs from
+    the cache's record; the graph is read when something needs it, and gives the same."""
+    first = tosa_jax.load(CNN, cache=tmp_path)
+    y0 = np.asarray(first(X))
+    again = tosa_jax.load(CNN, cache=tmp_path)
+    assert again._graph is None
+    assert again.inputs == first.inputs and again.outputs == first.outputs
+    np.testing.assert_array_equal(np.asarray(again(X)), y0)
+    assert again._graph is None and again.compile_source == "cache"
+    assert again.requirements.summary() == first.requirements.summary()
+    assert again.graph.operator_counts() == first.graph.operator_counts()
+    np.testing.assert_array_equal(np.asarray(jax.jit(again.fn)(X)[0]), y0)
+    with pytest.raises(tosa_jax.TosaInputError):
+        again(X[..., :1])
+    # other options (a target the graph must be checked against) are another record
+    strict = tosa_jax.load(CNN, cache=tmp_path, profile="PRO-INT")
+    assert strict._graph is not None
