@@ -159,6 +159,12 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
     import tosa_jax
     from tosa_jax.evaluate import batched
 
+    if args.platform == "cpu" and args.host_devices > 1:
+        # evaluate() shards a batch over the local devices: one CPU device per core, as a user
+        # with `tosa-jax eval --host-devices N` has (IREE's task system uses every core too).
+        # Batch-1 calls run on device 0 as before.
+        jax.config.update("jax_num_cpu_devices", args.host_devices)
+
     work = Path(args.work)
     base = _proc_status("VmRSS")
     t0 = time.perf_counter()
@@ -483,7 +489,8 @@ def run_worker(python: str, engine: str, model: Path, work: Path, args: argparse
            "--repeat", str(args.repeat), "--repeat-b", str(args.repeat_b),
            "--repeat-ref", str(args.repeat_ref), "--warmup", str(args.warmup),
            "--budget", str(args.budget), "--ref-budget", str(args.ref_budget),
-           "--tosa-opt", args.tosa_opt, *(extra or [])]
+           "--tosa-opt", args.tosa_opt, "--host-devices", str(args.host_devices),
+           *(extra or [])]
     env = dict(os.environ)
     env["PYTHONPATH"] = ""  # the IREE env must not pick up ours
     t0 = time.perf_counter()
@@ -743,6 +750,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # worker mode (internal)
     ap.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
     ap.add_argument("--cache-dir", help=argparse.SUPPRESS)
+    ap.add_argument("--host-devices", type=int, default=os.cpu_count() or 1,
+                    help="CPU devices for tosa_jax.evaluate's shards (default: one per core)")
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--n-inputs", default="1", help=argparse.SUPPRESS)
