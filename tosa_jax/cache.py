@@ -106,6 +106,10 @@ class CompileCache:
                  max_bytes: int | None = None) -> None:
         self.directory = Path(directory) if directory is not None else default_dir()
         self.max_bytes = max_bytes if max_bytes is not None else _max_bytes_from_env()
+        # The directory's size as of the last scan plus what this process wrote since: a scan
+        # (and eviction) only when it may be over the bound, so a run that writes thousands
+        # of entries (the conformance suite) does not list the directory per entry.
+        self._total: int | None = None
 
     # -- keys and files ---------------------------------------------------------------------
 
@@ -152,7 +156,10 @@ class CompileCache:
             except BaseException:
                 self._remove(Path(tmp))
                 raise
-            self._evict()
+            if self._total is not None:
+                self._total += len(data)
+            if self._total is None or self._total > self.max_bytes:
+                self._evict()
         except (OSError, pickle.PicklingError, TypeError, ValueError, AttributeError):
             pass
 
@@ -198,14 +205,18 @@ class CompileCache:
         return out
 
     def _evict(self) -> None:
+        """Remove the least recently used entries until the cache holds at most 90% of its
+        bound (some room, so that the next scan is not at the next write)."""
         entries = sorted(self._entries())
         total = sum(size for _, size, _ in entries)
+        goal = self.max_bytes if total <= self.max_bytes else int(self.max_bytes * 0.9)
         stale = time.time() - 3600  # temporaries of a crashed writer
         for mtime, size, path in entries:
-            if total <= self.max_bytes and not (path.name.startswith(".tmp-") and mtime < stale):
+            if total <= goal and not (path.name.startswith(".tmp-") and mtime < stale):
                 continue
             self._remove(path)
             total -= size
+        self._total = total
 
     # -- the command line's view --------------------------------------------------------------
 
@@ -230,5 +241,17 @@ def open_cache(option: bool | str | os.PathLike | CompileCache | None) -> Compil
     if isinstance(option, CompileCache):
         return option
     if option is None or option is True:
-        return CompileCache() if enabled_by_env() else None
-    return CompileCache(option)
+        return _shared(str(default_dir()), _max_bytes_from_env()) if enabled_by_env() else None
+    return _shared(os.fspath(option), _max_bytes_from_env())
+
+
+_SHARED: dict[tuple[str, int], CompileCache] = {}
+
+
+def _shared(directory: str, max_bytes: int) -> CompileCache:
+    """One CompileCache per directory and bound in a process: its running size estimate then
+    spares every new Model a scan of the directory."""
+    key = (directory, max_bytes)
+    if key not in _SHARED:
+        _SHARED[key] = CompileCache(directory, max_bytes)
+    return _SHARED[key]
