@@ -310,6 +310,7 @@ class Model:
             "jax": jax.__version__, "jaxlib": jaxlib.__version__,
             "platform": client.platform, "platform_version": client.platform_version,
             "devices": [[d.id, d.device_kind] for d in devices],
+            "device_count": len(client.devices()),
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
         }
 
@@ -325,7 +326,7 @@ class Model:
         entry = self.cache.get(key) if key is not None and lookup else None
         exe = None
         if entry is not None:
-            exe = _deserialize(entry, args)
+            exe = _deserialize(entry, args, self.device)
             need, temp, tier = entry.get("need", 0), entry.get("temp", 0), entry.get("tier", 1)
         if exe is None:
             entry = None
@@ -469,7 +470,8 @@ def _serialize(exe: Any) -> dict[str, Any] | None:
     return {"exe": blob, "in_tree": in_tree, "out_tree": out_tree}
 
 
-def _deserialize(entry: dict[str, Any], args: tuple[Any, ...]) -> Any | None:
+def _deserialize(entry: dict[str, Any], args: tuple[Any, ...],
+                 default_device: Any = None) -> Any | None:
     """The executable of a cache entry, loaded for the devices of ``args``; None when it cannot
     be (the entry is then rebuilt)."""
     from jax.experimental import serialize_executable
@@ -477,9 +479,12 @@ def _deserialize(entry: dict[str, Any], args: tuple[Any, ...]) -> Any | None:
     leaves = jax.tree.leaves(args)
     devices = sorted({d for a in leaves for d in _devices(a)}, key=lambda d: d.id)
     try:
-        backend = (devices[0] if devices else jax.devices()[0]).client
+        devices = devices or [default_device or jax.devices()[0]]
+        # The executable runs on these devices only (by default JAX would take every device
+        # of the backend, and expect that many shards of each argument).
         return serialize_executable.deserialize_and_load(
-            entry["exe"], entry["in_tree"], entry["out_tree"], backend=backend)
+            entry["exe"], entry["in_tree"], entry["out_tree"], backend=devices[0].client,
+            execution_devices=devices)
     except Exception:
         return None
 

@@ -173,3 +173,26 @@ def test_cached_model_reads_the_graph_only_when_asked(tmp_path: Path) -> None:
     # other options (a target the graph must be checked against) are another record
     strict = tosa_jax.load(CNN, cache=tmp_path, profile="PRO-INT")
     assert strict._graph is not None
+
+
+def test_cached_executable_runs_on_its_device(tmp_path: Path) -> None:
+    """With several devices, a cached executable is loaded for the device it was built for
+    (JAX's default would be every device of the backend)."""
+    code = ("import json, jax\n"
+            "jax.config.update('jax_num_cpu_devices', 4)\n"
+            "import numpy as np, tosa_jax\n"
+            f"x = np.load({str(FIXTURES / 'cnn_int8.input.npy')!r})\n"
+            "out = []\n"
+            "for dev in (None, jax.devices()[3]):\n"
+            f"    m = tosa_jax.load({str(CNN)!r}, device=dev)\n"
+            "    y = m(x)\n"
+            "    out.append([m.compile_source, sorted(d.id for d in y.devices()),\n"
+            "                np.asarray(y).tolist()])\n"
+            "print(json.dumps(out))\n")
+    env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu"}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                      capture_output=True, text=True).stdout.splitlines()[-1])
+            for _ in range(2)]
+    assert [[r[0], r[1]] for r in runs[0]] == [["compiled", [0]], ["compiled", [3]]]
+    assert [[r[0], r[1]] for r in runs[1]] == [["cache", [0]], ["cache", [3]]]
+    assert runs[0][0][2] == runs[0][1][2] == runs[1][0][2] == runs[1][1][2]
