@@ -356,6 +356,25 @@ def _attr_object(op: Operator, block: Block) -> tuple[int, Any]:
     return value, obj
 
 
+def _shape_object(t: Tensor) -> Any:
+    """A SHAPE value as the block's ``shapes`` entry, as tosa-tools' serializer writes it.
+
+    The reference serializer (``TosaSerializerShape``) never puts a SHAPE among the tensors:
+    MLIR-based readers (tosa-opt's importer, Arm's model-converter) build a ranked tensor type
+    from every ``tensors`` entry and refuse the ``!tosa.shape`` type there. ``rank`` is the
+    number of values (a shape of rank 0 is the empty shape), and ``data`` is written only when
+    there is at least one value, as the reference serializer does.
+    """
+    if len(t.shape) > 1:
+        raise TosaError(f"SHAPE tensor {t.name!r} has shape {list(t.shape)}: a shape value is "
+                        "one-dimensional")
+    fs = fb.TosaShapeT()
+    fs.name, fs.rank = t.name, int(t.shape[0]) if t.shape else 0
+    if t.data is not None and num_elements(t.shape):
+        fs.data = encode_data(t.data, "SHAPE")
+    return fs
+
+
 def write(graph: Graph) -> bytes:
     """Serialise a Graph as a TOSA flatbuffer."""
     g = fb.TosaGraphT()
@@ -368,8 +387,11 @@ def write(graph: Graph) -> bytes:
         for block in region.blocks:
             b = fb.TosaBasicBlockT()
             b.name, b.inputs, b.outputs = block.name, list(block.inputs), list(block.outputs)
-            b.tensors, b.operators = [], []
+            b.tensors, b.operators, b.shapes = [], [], []
             for t in block.tensors.values():
+                if t.dtype == "SHAPE":
+                    b.shapes.append(_shape_object(t))
+                    continue
                 ft = fb.TosaTensorT()
                 ft.name, ft.shape, ft.type = t.name, list(t.shape), DTYPE_VALUES[t.dtype]
                 ft.variable, ft.variableName = t.variable, t.variable_name
