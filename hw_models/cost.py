@@ -184,10 +184,10 @@ class PartitionCost:
     peak_bytes: int       # activations live at once (liveness over the partition's schedule)
     weight_bytes: int
     vela_cycles: float | None = None
-
-    @property
-    def op_count(self) -> int:
-        return len(self.ops)
+    # the partition's operators, counted as everywhere (see ``count_ops``): its
+    # ``Partition.op_indices``; ``fused`` of them cost nothing of their own on this device
+    op_count: int = 0
+    fused: int = 0
 
 
 @dataclass
@@ -200,10 +200,20 @@ class NetworkCost:
     peak_bytes: int        # activations live at once over the whole schedule
     weight_bytes: int
     per_device: dict[str, dict[str, float]] = field(default_factory=dict)
+    op_count: int = 0      # ``count_ops``: the same count as the partitions' and devices' sums
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         return d
+
+
+def count_ops(pg: Any) -> int:
+    """THE operator count of hw_models (tables, summaries, pictures, JSON): operators of the
+    main block that run somewhere, i.e. every operator except CONST, CONST_SHAPE and operators
+    computed from constants only (those are folded: copied into each partition that reads them,
+    never run). Operators fused into another's output stage (a RESCALE after a convolution on an
+    NPU) do count: they are in the graph and placed; their cost is their host's."""
+    return sum(len(p.op_indices) for p in pg.partitions)
 
 
 # -- tensor helpers --------------------------------------------------------------------------
@@ -377,7 +387,8 @@ def op_costs(graph: Graph, device: Any, block: Block | None = None, partition: i
     const = _const_tensors(block)
     npu = device.kind == "npu"
     fused = npu_fusion(block, const) if npu else {
-        i: "folded" for i, op in enumerate(block.operators)
+        i: "folded" if op.inputs and all(n in const for n in op.inputs) else "view (no copy)"
+        for i, op in enumerate(block.operators)
         if op.op in FREE_OPS or (op.inputs and all(n in const for n in op.inputs))}
     # tensors that live only between an operator and its fused RESCALE: 8-bit in storage
     narrow = {n for i, why in fused.items() if block.operators[i].op == "RESCALE"
@@ -470,9 +481,12 @@ def estimate(pg: Any, vela_cycles: dict[int, float] | None = None) -> NetworkCos
         weights = sum(_bytes(sub.tensors[o]) for op in sub.operators
                       if op.op in ("CONST", "CONST_SHAPE") for o in op.outputs)
         cycles = sum(c.cycles for c in ops) + partition_overhead_cycles(dev)
+        placed = set(p.op_indices)
         parts.append(PartitionCost(p.index, p.device, ops, cycles, cycles / dev.clock_hz,
                                    sum(c.macs for c in ops), peak_activation_bytes(sub), weights,
-                                   (vela_cycles or {}).get(p.index)))
+                                   (vela_cycles or {}).get(p.index), len(placed),
+                                   sum(1 for c in ops if c.index in placed
+                                       and c.fused_into is not None)))
     transfers = []
     for t in pg.transfers:
         a, b = get_device(t.source_device), get_device(t.dest_device)
@@ -481,18 +495,21 @@ def estimate(pg: Any, vela_cycles: dict[int, float] | None = None) -> NetworkCos
     per_device: dict[str, dict[str, float]] = {}
     for pc in parts:
         d = per_device.setdefault(pc.device, {"cycles": 0.0, "time_s": 0.0, "macs": 0,
-                                              "partitions": 0, "ops": 0})
+                                              "partitions": 0, "ops": 0, "fused": 0,
+                                              "weight_bytes": 0})
         d["cycles"] += pc.cycles
         d["time_s"] += pc.time_s
         d["macs"] += pc.macs
         d["partitions"] += 1
-        d["ops"] += sum(1 for c in pc.ops if c.fused_into is None)
+        d["ops"] += pc.op_count
+        d["fused"] += pc.fused
+        d["weight_bytes"] += pc.weight_bytes
     main = pg.graph.main
     return NetworkCost(
         list(pg.target), parts, transfers,
         sum(pc.time_s for pc in parts) + sum(t.time_s for t in transfers),
         sum(pc.macs for pc in parts), peak_activation_bytes(main, _full_order(pg)),
-        sum(pc.weight_bytes for pc in parts), per_device)
+        sum(pc.weight_bytes for pc in parts), per_device, count_ops(pg))
 
 
 def _full_order(pg: Any) -> list[int]:

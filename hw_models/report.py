@@ -3,6 +3,7 @@ picture (written by hand: no plotting dependency)."""
 
 from __future__ import annotations
 
+import math
 import os
 from html import escape
 from typing import Any
@@ -15,6 +16,10 @@ _PALETTE = {
     "gpu": ["#ff9800", "#ffc107", "#ff5722"],
     "cpu": ["#2196f3", "#03a9f4", "#3f51b5"],
 }
+
+
+OPS_NOTE = ("ops: operators that run (CONST, CONST_SHAPE and operators of constants only are "
+            "folded and not counted); fused ones (run in another's output stage) are counted")
 
 
 def _us(seconds: float) -> str:
@@ -34,7 +39,10 @@ def table(cost: NetworkCost, pg: Any = None, per_op: bool = True) -> str:
         lines.append(f"{'op#':>5} {'operator':<18} {'output':<28} {'shape':<22} {'device':<14} "
                      f"{'part':>4} {'MACs':>10} {'cycles':>10} {'time us':>9}  note")
         for pc in cost.partitions:
+            placed = set(pg.partitions[pc.index].op_indices) if pg is not None else None
             for c in pc.ops:
+                if placed is not None and c.index not in placed:
+                    continue  # a constant computation copied here: folded, not counted
                 shape = ""
                 if block is not None and c.output in block.tensors:
                     t = block.tensors[c.output]
@@ -68,11 +76,14 @@ def table(cost: NetworkCost, pg: Any = None, per_op: bool = True) -> str:
                          f"{_us(t.time_s):>9}   {t.source_device} -> {t.dest_device}")
     lines.append("")
     for name, d in cost.per_device.items():
-        lines.append(f"{name:<14} {int(d['partitions'])} partition(s), {int(d['ops'])} ops, "
-                     f"{int(d['macs'])} MACs, {d['cycles']:.0f} cycles, {_us(d['time_s'])} us")
-    lines.append(f"network: {len(cost.partitions)} partition(s), {len(cost.transfers)} "
+        lines.append(f"{name:<14} {int(d['partitions'])} partition(s), {int(d['ops'])} ops "
+                     f"({int(d.get('fused', 0))} fused), {int(d['macs'])} MACs, "
+                     f"{d['cycles']:.0f} cycles, {_us(d['time_s'])} us")
+    lines.append(f"network: {cost.op_count} ops, {len(cost.partitions)} partition(s), "
+                 f"{len(cost.transfers)} "
                  f"transfer(s), {cost.macs} MACs, {_us(cost.time_s)} us, peak activations "
                  f"{_kib(cost.peak_bytes)} KiB, weights {_kib(cost.weight_bytes)} KiB")
+    lines.append(OPS_NOTE)
     return "\n".join(lines)
 
 
@@ -130,93 +141,186 @@ def _colours(pg: Any) -> dict[str, str]:
     return out
 
 
-def svg(pg: Any, cost: NetworkCost | None = None, path: str | os.PathLike | None = None) -> str:
-    """The partitioned graph as an SVG: one box per operator in schedule order (top to bottom),
-    filled with its device's colour, partitions as labelled bands, data edges as arcs on the
-    right (tensors that cross devices drawn thick and red). Written to ``path`` if given."""
+def layers(pg: Any) -> dict[int, int]:
+    """Layer of every placed operator: the longest chain of placed operators before it (graph
+    inputs and constants are layer -1), so an operator's inputs are all in earlier layers."""
+    block = pg.graph.main
+    placed = {i for p in pg.partitions for i in p.op_indices}
+    producer = {o: i for i in placed for o in block.operators[i].outputs}
+    layer: dict[int, int] = {}
+    for i in pg.order:  # a topological order
+        deps = [layer[producer[n]] for n in block.operators[i].inputs
+                if n in producer and producer[n] != i and producer[n] in layer]
+        layer[i] = 1 + max(deps, default=-1)
+    return layer
+
+
+# SVG geometry: operator boxes, the gap between lanes of a layer and between columns
+_BOX_W, _BOX_H, _ROW, _LANE, _COL_GAP, _ROWS_PER_COLUMN = 172, 30, 40, 180, 70, 30
+
+
+def svg(pg: Any, cost: NetworkCost | None = None, path: str | os.PathLike | None = None,
+        rows_per_column: int | None = None) -> str:
+    """The partitioned graph as an SVG, laid out in layers: an operator's layer is the longest
+    chain of operators before it; layers run top to bottom, the operators of a layer side by
+    side, and after ``rows_per_column`` layers a new column starts to the right (so a
+    600-operator network is a few screens wide, not 20,000 px tall).
+
+    Each box: ``#index OPERATOR``, output type and shape, partition and cycles, filled with its
+    device's colour (dashed and pale: fused, costs nothing of its own); hover for tensor names.
+    Edges: grey for data on one device, thick red with the tensor's bytes for a transfer
+    between devices. The header has a legend and per-device totals (partitions, operators as
+    counted everywhere, see OPS_NOTE, MACs, cycles, time). Written to ``path`` if given."""
+    from tosa_jax.hw_models.cost import count_ops
+
     block = pg.graph.main
     colours = _colours(pg)
     costs = {c.index: c for pc in (cost.partitions if cost else []) for c in pc.ops}
-    rows: list[tuple[int, int]] = []  # (partition, op index), constants left out
-    for p in pg.partitions:
-        for i in p.op_indices:
-            rows.append((p.index, i))
-    row_h, box_w, left, top, gap = 26, 330, 150, 60, 10
-    y_of: dict[int, float] = {}
-    y = top
-    bands = []
-    for p in pg.partitions:
-        y0 = y
-        for i in p.op_indices:
-            y_of[i] = y + row_h / 2
-            y += row_h
-        bands.append((p, y0, y))
-        y += gap
-    producer = {o: i for i in y_of for o in block.operators[i].outputs}
-    part_of = {i: k for k, i in rows}
-    edges = []
-    for i in y_of:
-        for n in block.operators[i].inputs:
-            src = producer.get(n)
-            if src is not None and src != i:
-                crossing = pg.partitions[part_of[src]].device != pg.partitions[part_of[i]].device
-                edges.append((src, i, crossing))
-    span = max((abs(y_of[b] - y_of[a]) for a, b, _ in edges), default=0)
-    width = left + box_w + 40 + min(400, span / 4 + 40) + 220
-    height = y + 40
+    part_of = {i: p.index for p in pg.partitions for i in p.op_indices}
+    layer = layers(pg)
+    by_layer: dict[int, list[int]] = {}
+    for i in pg.order:
+        if i in part_of:
+            by_layer.setdefault(layer[i], []).append(i)
+    n_layers = max(by_layer, default=-1) + 1
+    if rows_per_column is None:  # roughly a landscape screen shape, at least 30 layers high
+        rows_per_column = max(_ROWS_PER_COLUMN, math.ceil(math.sqrt(8 * n_layers)))
+    rows_per_column = max(1, rows_per_column)
+    # columns of consecutive layers; a column is as wide as its widest layer
+    widths: list[int] = []
+    for k in range(n_layers):
+        col = k // rows_per_column
+        if col == len(widths):
+            widths.append(1)
+        widths[col] = max(widths[col], len(by_layer.get(k, [])))
+    devices = list(colours)
+    top = 82 + 18 * (len(devices) + 2)
+    x0s, x = [], 10.0
+    for w in widths:
+        x0s.append(x)
+        x += w * _LANE + _COL_GAP
+    pos: dict[int, tuple[float, float]] = {}  # box top-left
+    for k, ops in by_layer.items():
+        col, row = divmod(k, rows_per_column)
+        for lane, i in enumerate(ops):
+            pos[i] = (x0s[col] + lane * _LANE, top + row * _ROW)
+    width = max(x, 1000.0)
+    height = top + min(n_layers, rows_per_column) * _ROW + 20
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-           f'font-family="sans-serif" font-size="11">',
-           '<rect width="100%" height="100%" fill="white"/>']
-    title = f"{', '.join(pg.target)}: {len(pg.partitions)} partition(s)"
+           f'font-family="sans-serif" font-size="10">',
+           '<rect width="100%" height="100%" fill="white"/>',
+           '<defs><marker id="arr" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="5" '
+           'markerHeight="5" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="#999"/></marker>'
+           '<marker id="arrT" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="4" '
+           'markerHeight="4" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="#d32f2f"/>'
+           '</marker></defs>']
+    title = (f"{', '.join(pg.target)}: {count_ops(pg)} operators, {len(pg.partitions)} "
+             f"partition(s), {len(pg.transfers)} transfer(s)")
     if cost is not None:
         title += f", {cost.time_s * 1e6:.1f} us estimated"
     out.append(f'<text x="10" y="22" font-size="15" font-weight="bold">{escape(title)}</text>')
-    lx = 10
-    for name, col in colours.items():
-        out.append(f'<rect x="{lx}" y="32" width="14" height="14" fill="{col}"/>'
-                   f'<text x="{lx + 18}" y="44">{escape(name)}</text>')
-        lx += 30 + 7 * len(name)
-    for p, y0, y1 in bands:
-        col = colours[p.device]
-        label = f"#{p.index} {p.device}"
-        if cost is not None:
-            label2 = f"{cost.partitions[p.index].cycles:.0f} cycles"
-        else:
-            label2 = f"{len(p.op_indices)} ops"
-        out.append(f'<rect x="6" y="{y0 - 3}" width="{left + box_w - 2}" '
-                   f'height="{y1 - y0 + 6}" rx="6" fill="{col}" fill-opacity="0.12" '
-                   f'stroke="{col}"/>')
-        out.append(f'<text x="12" y="{y0 + 14}" font-weight="bold">{escape(label)}</text>'
-                   f'<text x="12" y="{y0 + 28}">{escape(label2)}</text>')
-    x_right = left + box_w
-    for a, b, crossing in edges:
-        ya, yb = y_of[a], y_of[b]
-        bend = x_right + 12 + min(400, abs(yb - ya) / 4)
-        style = 'stroke="#d32f2f" stroke-width="2.5"' if crossing else \
-            'stroke="#777" stroke-width="1"'
-        out.append(f'<path d="M{x_right},{ya} C{bend},{ya} {bend},{yb} {x_right},{yb}" '
-                   f'fill="none" {style}/>')
-    for k, i in rows:
+    # legend: marks, then one line per device with its totals
+    out.append('<rect x="10" y="32" width="26" height="13" rx="2" fill="#bbb" stroke="#333"/>'
+               '<text x="42" y="43">operator (own cost)</text>'
+               '<rect x="170" y="32" width="26" height="13" rx="2" fill="#bbb" '
+               'fill-opacity="0.35" stroke="#333" stroke-dasharray="3,2"/>'
+               '<text x="202" y="43">fused or a view: no cost of its own</text>'
+               '<line x1="400" y1="39" x2="430" y2="39" stroke="#999" '
+               'marker-end="url(#arr)"/><text x="436" y="43">data, same device</text>'
+               '<line x1="550" y1="39" x2="580" y2="39" stroke="#d32f2f" stroke-width="2.5" '
+               'marker-end="url(#arrT)"/><text x="586" y="43">transfer between devices '
+               '(bytes)</text>')
+    out.append('<text x="10" y="58" font-style="italic">Box: #index OPERATOR / output '
+               'type[shape] / p=partition, cycles (hover: tensor names). Layers run top to '
+               'bottom, then on in the next column.</text>'
+               f'<text x="10" y="70" font-style="italic">{escape(OPS_NOTE)}.</text>')
+    per_dev = cost.per_device if cost is not None else {}
+    for j, name in enumerate(devices):
+        yy = 78 + 18 * j
+        d = per_dev.get(name)
+        n_parts = sum(p.device == name for p in pg.partitions)
+        n_ops = sum(len(p.op_indices) for p in pg.partitions if p.device == name)
+        text = f"{name}: {n_parts} partition(s), {n_ops} ops"
+        if d is not None:
+            text += (f" ({int(d.get('fused', 0))} fused), {int(d['macs']):,} MACs, "
+                     f"{d['cycles']:,.0f} cycles, {_us(d['time_s'])} us")
+        out.append(f'<rect x="10" y="{yy}" width="14" height="14" fill="{colours[name]}"/>'
+                   f'<text x="30" y="{yy + 11}">{escape(text)}</text>')
+    if pg.transfers:
+        yy = 78 + 18 * len(devices)
+        moved = sum(t.nbytes for t in pg.transfers)
+        out.append(f'<text x="30" y="{yy + 11}">transfers: {len(pg.transfers)}, '
+                   f'{_kib(moved)} KiB moved between devices</text>')
+    # column separators and labels
+    for col, x0 in enumerate(x0s):
+        first = col * rows_per_column
+        out.append(f'<text x="{x0}" y="{top - 8}" fill="#666">layers {first}..'
+                   f'{min(n_layers, first + rows_per_column) - 1}</text>')
+    # edges first (boxes drawn over them)
+    producer = {o: i for i in pos for o in block.operators[i].outputs}
+    crossing = {(t.tensor, t.dest): t for t in pg.transfers}
+    labels = []
+    labelled: set[tuple[str, int]] = set()
+    for i in pos:
+        for n in dict.fromkeys(block.operators[i].inputs):
+            src = producer.get(n)
+            if src is None or src == i:
+                continue
+            (xa, ya), (xb, yb) = pos[src], pos[i]
+            xa, ya = xa + _BOX_W / 2, ya + _BOX_H
+            xb, yb = xb + _BOX_W / 2, yb
+            t = crossing.get((n, part_of[i])) if part_of[src] != part_of[i] else None
+            if yb <= ya:  # across columns: leave at the bottom, arrive from above
+                curve = f"M{xa},{ya} C{xa},{ya + 30} {xb},{yb - 30} {xb},{yb}"
+            else:
+                curve = f"M{xa},{ya} C{xa},{(ya + yb) / 2} {xb},{(ya + yb) / 2} {xb},{yb}"
+            if t is not None:
+                out.append(f'<path d="{curve}" fill="none" stroke="#d32f2f" stroke-width="2.5" '
+                           f'marker-end="url(#arrT)"><title>{escape(n)}: {t.nbytes} bytes, '
+                           f'{escape(t.source_device)} -> {escape(t.dest_device)}</title>'
+                           '</path>')
+                if (n, part_of[i]) not in labelled:  # the tensor moves once: one label
+                    labelled.add((n, part_of[i]))
+                    labels.append((xb + 4, yb - 6, f"{_bytes_text(t.nbytes)}"))
+            else:
+                out.append(f'<path d="{curve}" fill="none" stroke="#999" stroke-width="0.8" '
+                           f'stroke-opacity="0.7" marker-end="url(#arr)"/>')
+    for i, (bx, by) in pos.items():
         op = block.operators[i]
+        k = part_of[i]
         dev = pg.partitions[k].device
         c = costs.get(i)
         fused = c is not None and c.fused_into is not None
-        yy = y_of[i] - row_h / 2 + 3
+        tip = f"#{i} {op.op} on {dev} (partition {k})\nin: {', '.join(op.inputs)}\n" \
+              f"out: {', '.join(op.outputs)}"
+        if op.location:
+            tip += f"\nat {op.location}"
+        if fused:
+            tip += f"\n({c.fused_into})"
         dash = ' stroke-dasharray="3,2"' if fused else ""
-        tip = f"#{i} {op.op} -> {', '.join(op.outputs)} on {dev}"
-        if c is not None and c.fused_into:
-            tip += f" ({c.fused_into})"
-        out.append(f'<rect x="{left}" y="{yy}" width="{box_w}" height="{row_h - 6}" rx="3" '
-                   f'fill="{colours[dev]}" fill-opacity="{0.35 if fused else 0.9}" '
-                   f'stroke="#333"{dash}><title>{escape(tip)}</title></rect>')
+        out.append(f'<g><title>{escape(tip)}</title>'
+                   f'<rect x="{bx}" y="{by}" width="{_BOX_W}" height="{_BOX_H}" rx="3" '
+                   f'fill="{colours[dev]}" fill-opacity="{0.3 if fused else 0.85}" '
+                   f'stroke="#333"{dash}/>')
         t = block.tensors[op.outputs[0]] if op.outputs else None
-        text = f"{op.op}" + (f"  {t.dtype}{list(t.shape)}" if t is not None else "")
-        if c is not None and not fused:
-            text += f"  {c.cycles:.0f} cyc"
-        out.append(f'<text x="{left + 5}" y="{yy + 14}">{escape(text[:58])}</text>')
+        line2 = f"{t.dtype}{list(t.shape)}".replace(" ", "") if t is not None else ""
+        line3 = f"p{k}"
+        if c is not None:
+            line3 += "  fused" if fused else f"  {c.cycles:,.0f} cyc"
+        out.append(f'<text x="{bx + 4}" y="{by + 10}" font-weight="bold">'
+                   f'{escape(f"#{i} {op.op}"[:30])}</text>'
+                   f'<text x="{bx + 4}" y="{by + 19}" font-size="8">{escape(line2[:36])}</text>'
+                   f'<text x="{bx + 4}" y="{by + 28}" font-size="8">{escape(line3)}</text></g>')
+    for lx, ly, text in labels:
+        out.append(f'<text x="{lx}" y="{ly}" font-size="9" fill="#d32f2f" '
+                   f'font-weight="bold">{escape(text)}</text>')
     out.append("</svg>")
     text = "\n".join(out)
     if path is not None:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     return text
+
+
+def _bytes_text(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"

@@ -177,3 +177,85 @@ def example_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {n: rng.integers(-128, 128, graph.main.tensors[n].shape).astype(np.int8)
             for n in graph.main.inputs}
+
+
+# -- held-out networks -------------------------------------------------------------------------
+# Random but valid compositions of the layer patterns ExecuTorch's TOSA backend emits, at
+# realistic shapes: nobody fitted anything to these (bench/vela_cycles.py --held-out N).
+
+
+def _mul(n: Net, x: str, y: str) -> str:
+    """The exporter's int8 MUL: both inputs to int32, MUL (shift 0), scaled back down."""
+    a = n.rescale(x, "INT32", shift=30, inp="INT8", mult=1 << 30)
+    c = n.rescale(y, "INT32", shift=30, inp="INT8", mult=1 << 30)
+    m = n._op("MUL", [a, c, n.b.const([0], "INT8")], n.shape[x], "INT32")
+    return n.rescale(m, shift=37)
+
+
+def _avg_pool(n: Net, x: str, k: int) -> str:
+    b, h, w, c = n.shape[x]
+    return n._op("AVG_POOL2D", [x, n.b.const([0], "INT8"), n.b.const([0], "INT8")],
+                 (b, h // k, w // k, c), "INT8", kernel=(k, k), stride=(k, k),
+                 pad=(0, 0, 0, 0), acc_type="INT32")
+
+
+def _attention(n: Net, x: str, rng: np.random.Generator) -> str:
+    """Self-attention over the pixels: q k^T -> TABLE -> (.) v, as int8 MATMULs."""
+    b, h, w, c = n.shape[x]
+    q = n.reshape(n.conv(x, c, 1, act="none"), (1, h * w, c))
+    k = n.reshape(n.conv(x, c, 1, act="none"), (1, h * w, c))
+    kt = n._op("TRANSPOSE", [k], (1, c, h * w), "INT8", perms=(0, 2, 1))
+    s = n.table(n.matmul(q, kt))
+    v = n.reshape(n.conv(x, c, 1, act="none"), (1, h * w, c))
+    o = n.reshape(n.matmul(s, v), (b, h, w, c))
+    return n.add(x, o)
+
+
+def random_network(seed: int, blocks: int | None = None) -> Graph:
+    """A random INT8 network: a stem convolution, then ``blocks`` (default 3-9) blocks drawn
+    from plain/strided convolutions, depthwise-separable and inverted-residual blocks, residual
+    blocks, max/average pools, gated (MUL) branches, TABLE activations and pixel attention;
+    then global average pooling and a 1x1 classifier. Shapes: 16-96 px inputs, 3-64 input
+    channels, 8-256 channels inside."""
+    rng = np.random.default_rng(seed)
+    n = Net(seed)
+    hw = int(rng.choice([16, 24, 32, 48, 56, 64, 96]))
+    x = n.input("x", (1, hw, hw, int(rng.choice([3, 4, 8, 16, 32, 64]))))
+    x = n.conv(x, int(rng.choice([8, 16, 24, 32])), int(rng.choice([3, 5])),
+               stride=int(rng.choice([1, 2])), act=str(rng.choice(["clamp", "table"])))
+    for _ in range(int(blocks if blocks is not None else rng.integers(3, 10))):
+        _, h, w, c = n.shape[x]
+        kinds = ["conv", "dwsep", "inverted", "residual", "gate"]
+        if h >= 4:
+            kinds += ["maxpool", "avgpool", "strided"]
+        if h * w <= 256 and c <= 128:
+            kinds += ["attention"]
+        kind = str(rng.choice(kinds))
+        act = str(rng.choice(["clamp", "clamp", "table", "none"]))
+        wide = int(min(256, max(8, c * rng.choice([1, 1, 2]))))
+        if kind == "conv":
+            x = n.conv(x, wide, int(rng.choice([1, 3, 3, 5])), act=act)
+        elif kind == "strided":
+            x = n.conv(x, int(min(256, c * 2)), 3, stride=2, act=act)
+        elif kind == "dwsep":
+            d = n.conv(x, 0, 3, stride=int(rng.choice([1, 2])) if h >= 4 else 1,
+                       depthwise=True, act=act)
+            x = n.conv(d, wide, 1, act=act)
+        elif kind == "inverted":
+            e = n.conv(x, int(min(384, c * rng.choice([2, 4, 6]))), 1, act=act)
+            d = n.conv(e, 0, 3, depthwise=True, act=act)
+            x = n.add(x, n.conv(d, c, 1, act="none"))
+        elif kind == "residual":
+            a = n.conv(x, c, 3, act=act)
+            x = n.add(x, n.conv(a, c, 3, act="none"))
+        elif kind == "gate":
+            g = n.conv(x, c, 1, act="table")
+            x = _mul(n, x, g)
+        elif kind == "maxpool":
+            x = n.max_pool(x, 2)
+        elif kind == "avgpool":
+            x = _avg_pool(n, x, 2)
+        else:
+            x = _attention(n, x, rng)
+    q = n.global_pool(x)
+    return n.build([n.conv(q, int(rng.choice([10, 100, 1000])), 1, act="none")])

@@ -177,9 +177,16 @@ def cmd_partition(args: argparse.Namespace) -> int:
     paths = pg.write(out_dir, stem=stem)
     vela = {}
     if args.vela:
-        for p, path in zip(pg.partitions, paths):
-            if hw_models.get_device(p.device).kind == "npu":
-                vela[p.index] = vela_cycles_total(path, p.device, out_dir / f"vela_{p.index}")
+        npu = [(p, path) for p, path in zip(pg.partitions, paths)
+               if hw_models.get_device(p.device).kind == "npu"]
+        t0 = time.time()
+        for k, (p, path) in enumerate(npu, 1):
+            # Vela takes seconds per partition: say where it is
+            print(f"vela: partition {k}/{len(npu)} (#{p.index}, {len(p.op_indices)} ops) on "
+                  f"{p.device} ...", end="", file=sys.stderr, flush=True)
+            vela[p.index] = vela_cycles_total(path, p.device, out_dir / f"vela_{p.index}")
+            got = f"{vela[p.index]:.0f} cycles" if vela[p.index] else "not compiled"
+            print(f" {got}, {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
     cost = hw_models.estimate(pg, vela_cycles=vela)
     print(f"{args.graph}: {pg.summary()}")
     for i, why in sorted(pg.reasons.items()):

@@ -45,17 +45,20 @@ class TensorSpec:
         return f"TensorSpec({self.name!r}, {list(self.shape)}, {self.dtype})"
 
 
-def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph,
+def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | Model,
                 limits: Limits | None = None) -> Graph:
-    """A Graph from a path, bytes or a Graph; a Graph is returned as it is, unchecked."""
+    """A Graph from a path, bytes, a Graph or a Model; a Graph (a Model's graph) is returned as
+    it is, unchecked."""
     return _read(source, limits)[0]
 
 
-def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph,
+def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | Model,
           limits: Limits | None = None) -> tuple[Graph, str | None]:
-    """The Graph and the SHA-256 of the bytes it was read from (None for a Graph)."""
+    """The Graph and the SHA-256 of the bytes it was read from (None for a Graph or Model)."""
     if isinstance(source, Graph):
         return source, None
+    if isinstance(source, Model):
+        return source.graph, None
     if isinstance(source, (bytes, bytearray, memoryview)):
         return serialization.read(source, limits=limits), hashlib.sha256(source).hexdigest()
     if isinstance(source, (str, os.PathLike)):
@@ -71,7 +74,7 @@ def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph,
         except TosaError as e:
             raise type(e)(f"{path}: {e}") from e
     raise TosaFormatError(f"cannot load a TOSA graph from {type(source).__name__}: "
-                          "give a path, bytes or a tosa_jax.ir.Graph")
+                          "give a path, bytes, a tosa_jax.Graph or a tosa_jax.Model")
 
 
 def compiled_bytes(compiled: Any) -> tuple[int, int]:

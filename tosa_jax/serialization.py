@@ -7,6 +7,7 @@ exception, and every declared size is checked against the buffer before data is 
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -292,13 +293,30 @@ class _Reader:
         return block
 
 
-def read(data: bytes | bytearray | memoryview, *, max_elements: int | None = None,
-         max_bytes: int | None = None, limits: Limits | None = None) -> Graph:
-    """Decode a TOSA flatbuffer into a Graph, refusing anything malformed with a TosaError.
+def read(data: bytes | bytearray | memoryview | str | os.PathLike, *,
+         max_elements: int | None = None, max_bytes: int | None = None,
+         limits: Limits | None = None) -> Graph:
+    """Decode a TOSA flatbuffer (bytes, or the path of a .tosa file) into a Graph, refusing
+    anything malformed with a TosaError (naming the file, for a path).
 
     Declared sizes are checked against ``limits`` (by default ``Limits.default()`` with
     ``max_elements``/``max_bytes`` in place) before anything is allocated: see ``limits.py``.
     """
+    if isinstance(data, (str, os.PathLike)):
+        path = os.fspath(data)
+        if not os.path.exists(path):
+            raise TosaFormatError(f"{path}: no such file")
+        if not os.path.isfile(path):
+            raise TosaFormatError(f"{path}: not a file")
+        with open(path, "rb") as f:
+            raw = f.read()
+        try:
+            return read(raw, max_elements=max_elements, max_bytes=max_bytes, limits=limits)
+        except TosaError as e:
+            raise type(e)(f"{path}: {e}") from e
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TosaFormatError(f"cannot read a TOSA graph from {type(data).__name__}: give "
+                              "bytes or a path")
     if limits is None:
         limits = Limits.default(max_elements=max_elements, max_bytes=max_bytes)
     buf = bytes(data)
