@@ -6,14 +6,18 @@ NPU partition as a .tosa file, compile it with the Vela CLI (``vela --accelerato
 operators left on the CPU), and put our estimated cycles beside Vela's ``cycles_total`` (its
 summary CSV). Prints a table and writes JSON.
 
-    python bench/vela_cycles.py [--json vela_cycles.json] [--zoo] [--fit] [NET.tosa ...]
+    python bench/vela_cycles.py [--json vela_cycles.json] [--zoo] [NET.tosa ...]
+    python bench/vela_cycles.py --held-out 50 [--json F]   # networks nothing was set on
+    python bench/vela_cycles.py --fit [--search]           # fit error of cost.VELA_FIT
 
-``--fit`` also fits the NPU cost parameters (``cost.NPU_PARAMS`` per family and operator class)
-to Vela's per-layer cycles and partition totals, prints them (for pasting into
-hw_models/cost.py) and says how well they do in sample and leaving one network out. Defaults:
-the INT8 fixture networks and the GraphBuilder networks of tests/tj_hw_graphs.py (``--zoo`` adds
-the INT8 zoo networks, ``--mixed`` a second placement that splits each network more), on
-ethos-u55-128, ethos-u65-256 and ethos-u85-256.
+``--held-out N``: N networks per accelerator from tests/tj_hw_graphs.py ``random_network``
+(seeds from 100000), compiled in-process with Vela's engine (regor, as the CLI does), ours/Vela
+per network (total cycles of the NPU partitions) and per fused operator group (Vela's
+per-operation cycles, its ``--verbose-performance`` table). ``--fit``: the error of the
+unpublished parameters ``cost.VELA_FIT`` on the fitting set (fixtures, tj_hw_graphs networks,
+random_network seeds 0-15). Defaults: the INT8 fixture networks and the GraphBuilder networks
+of tests/tj_hw_graphs.py (``--zoo`` adds the INT8 zoo networks, ``--mixed`` a second placement
+that splits each network more), on ethos-u55-128, ethos-u65-256 and ethos-u85-256.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 import numpy as np
 from tosa_jax.hw_models import cost as costmod
 from tosa_jax.hw_models import estimate, get_device, partition
+from tosa_jax.hw_models import vela as vela_mod
 
 import tosa_jax
 
@@ -103,81 +108,216 @@ def groups(ops: list) -> list[tuple[list[str], object]]:
     return out
 
 
-def _nnls(a: np.ndarray, b: np.ndarray, iters: int = 500) -> np.ndarray:
-    """Non-negative least squares (Lawson-Hanson active set), numpy only."""
-    n = a.shape[1]
-    x = np.zeros(n)
-    passive = np.zeros(n, bool)
-    for _ in range(iters):
-        w = a.T @ (b - a @ x)
-        if passive.all() or (w[~passive] <= 1e-12).all():
-            break
-        j = np.argmax(np.where(passive, -np.inf, w))
-        passive[j] = True
-        while True:
-            z = np.zeros(n)
-            z[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
-            if (z[passive] > 0).all():
-                x = z
-                break
-            neg = passive & (z <= 0)
-            alpha = np.min(x[neg] / (x[neg] - z[neg]))
-            x = x + alpha * (z - x)
-            passive &= x > 1e-12
-    return x
+FIT_GRID = {"overhead": [0, 100, 200, 300, 400, 600, 800, 1200],
+            "ew_scale": [1, 1.5, 2, 2.5, 3], "ao_scale": [0.5, 0.7, 0.85, 1, 1.2, 1.5, 2],
+            "wd_bytes_per_cycle": [2, 4, 8, 16, 32], "mem_scale": [0.5, 1, 1.5, 2, 3, 4],
+            "mm_scale": [0.8, 1, 1.2, 1.4, 1.6]}
+FIT_SEEDS = range(16)  # random_network seeds of the fitting set (held-out: --seed0 100000)
 
 
-NPARAM = 5
-TOTAL_WEIGHT = 12.0  # a partition total counts as much as this many per-layer samples
+def fit_error(cases: list) -> tuple[float, float, int, int]:
+    """(median |ours/Vela - 1| per operator group, the same per partition total, counts)."""
+    ops, tots = [], []
+    for pg, k, v, p in cases:
+        pc = estimate(pg).partitions[k]
+        ops += [abs(mine / cyc - 1) for _, mine, cyc in compare_ops(pg, pc, p, v)]
+        tots.append(abs(pc.cycles / v["total"] - 1))
+    return float(np.median(ops)), float(np.median(tots)), len(ops), len(tots)
 
 
-def fit(records: list[dict]) -> dict[str, dict[str, tuple[float, ...]]]:
-    """NPU parameters per family: one non-negative least-squares fit of the relative error, on
-    both Vela's per-layer cycles (an operator at a time) and its partition totals (which also
-    hold what Vela adds that we do not model one by one). Terms no sample uses keep the
-    defaults."""
-    out: dict[str, dict[str, tuple[float, ...]]] = {}
-    for family in sorted({r["family"] for r in records}):
-        recs = [r for r in records if r["family"] == family]
-        classes = sorted({c for r in recs for c, _, _ in r["ops"]})
-        col = {c: k * NPARAM for k, c in enumerate(classes)}
-        size = len(classes) * NPARAM + 1  # the last column: a per-partition overhead (off)
-        rows_a, rows_b = [], []
-        for r in recs:
-            for c, feats, y in r["rows"]:
-                v = np.zeros(size)
-                v[col[c]:col[c] + NPARAM] = np.array(feats) / y
-                rows_a.append(v)
-                rows_b.append(1.0)
-            v = np.zeros(size)
-            for c, feats, _ in r["ops"]:
-                v[col[c]:col[c] + NPARAM] += np.array(feats) / r["vela"]
-            # no per-partition term: what a tiny partition costs Vela (a few hundred cycles)
-            # says it is small, and a fitted one only soaks up the big networks' misfit
-            v[-1] = 0.0
-            rows_a.append(TOTAL_WEIGHT * v)  # the totals are what we are judged on
-            rows_b.append(TOTAL_WEIGHT)
-        a, b = np.array(rows_a), np.array(rows_b)
-        theta = _nnls(a, b)
-        used = np.abs(a).sum(axis=0) > 0
-        fam: dict[str, tuple[float, ...]] = {}
-        for c in classes:
-            default = costmod.DEFAULT_NPU.get(c, (1.0, 1.0, 1.0, 0.0, 100.0))
-            fam[c] = tuple(round(float(theta[col[c] + j]), 4) if used[col[c] + j]
-                           else default[j] for j in range(NPARAM))
-        fam["partition"] = (0.0,)
-        out[family] = fam
+def fit_vela(accelerators: list[str], search: bool) -> dict:
+    """The fitting set: the INT8 fixtures, tests/tj_hw_graphs.py's networks and random_network
+    seeds 0-15. Reports the fit error of cost.VELA_FIT per family; with ``search``, also a
+    coordinate search over FIT_GRID (mean |log ratio| per operator + 2 x per total), printed,
+    not applied (on the held-out networks the searched values did worse than the ones set)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import tj_hw_graphs
+
+    nets = [tosa_jax.read(FIXTURES / f"{n}.tosa") for n in NETWORKS]
+    nets += [make() for make in tj_hw_graphs.NETWORKS.values()]
+    nets += [tj_hw_graphs.random_network(s) for s in FIT_SEEDS]
+    out = {}
+    for acc in accelerators:
+        fam = get_device(acc).family
+        cases = []
+        for g in nets:
+            pg = partition(g, acc)
+            for p in pg.partitions:
+                if get_device(p.device).kind == "npu":
+                    v = vela_layers(tosa_jax.write(p.graph), acc)
+                    if v:
+                        cases.append((pg, p.index, v, p))
+        res = dict(zip(("median_op_abs_err", "median_total_abs_err", "op_groups",
+                        "partitions"), fit_error(cases)))
+        if search:
+            params = costmod.VELA_FIT[fam]
+            kept = dict(params)
+
+            def objective(cases: list = cases) -> float:
+                e = []
+                t = []
+                for pg, k, v, p in cases:
+                    pc = estimate(pg).partitions[k]
+                    e += [abs(np.log(max(m, 1.0) / c)) for _, m, c in compare_ops(pg, pc, p, v)]
+                    t.append(abs(np.log(pc.cycles / v["total"])))
+                return float(np.mean(e) + 2 * np.mean(t))
+
+            best = objective()
+            for _ in range(2):
+                for key, grid in FIT_GRID.items():
+                    for val in grid:
+                        old, params[key] = params[key], val
+                        o = objective()
+                        if o < best - 1e-9:
+                            best = o
+                        else:
+                            params[key] = old
+            res["searched"] = dict(params)
+            res["searched_error"] = fit_error(cases)[:2]
+            costmod.VELA_FIT[fam] = kept
+        out[acc] = res
+        print(f"{acc}: {json.dumps(res)}", flush=True)
     return out
 
 
-def predict(record: dict, params: dict) -> float:
-    """Our total for a partition record under ``params`` (the max with memory included)."""
-    fam = params.get(record["family"], {})
-    total = fam.get("partition", (0.0,))[0]
-    for c, feats, mem in record["ops"]:
-        theta = fam.get(c, costmod.DEFAULT_NPU.get(c, (1.0, 1.0, 1.0, 0.0, 100.0)))
-        total += max(float(np.dot(feats, theta)), mem)
-    return total
+def vela_layers(data: bytes, accelerator: str) -> dict | None:
+    """Vela 5.2 in-process (regor, the engine the ``vela`` CLI runs for TOSA, same default
+    configs): its total cycles ("Total Cycles" of its report, the CLI's cycles_total, which is
+    the sum of its per-operation cycles) and cycles per TOSA operator index (its per-layer
+    table, summed over the operations derived from one operator). None if it does not compile
+    every operator for the NPU."""
+    v = vela_mod.vela_verdict(data, accelerator)  # also checks placement
+    if not v.compiled or not all(x for x in v.on_npu.values()):
+        return None
+    regor, _ = vela_mod._require_vela()
+    name, system, options = vela_mod._configs(accelerator)
+    m = regor.compile(name, data, "TOSA", system, options=options, verbose=False)
+    t = m.opt_database.tables
+
+    def rows(table: str) -> list[dict[str, str]]:
+        tb = t.get(table)
+        return [] if tb is None else [dict(zip(tb.header, r, strict=False)) for r in tb.data]
+
+    ext = {r["id"]: int(r["ext_key"]) for r in rows("source") if r.get("ext_key", "")}
+    per_op: dict[int, float] = {}
+    total = 0.0
+    for r in rows("perf"):
+        cyc = float(r["op_cycles"] or 0)
+        total += cyc
+        k = ext.get(r["source_id"])
+        if k is not None and cyc > 0:
+            per_op[k] = per_op.get(k, 0.0) + cyc
+    return {"total": total, "per_op": per_op}
+
+
+def owners(ops: list) -> dict[int, int]:
+    """Operator index -> the index of the costed operator that carries its cost: itself, or
+    (transitively) the operator whose output stage, input or view it is. Vela too books a
+    fused group's cycles on one of its members, so both sides are compared per group."""
+    by_out = {c.output: c.index for c in ops}
+    fused = {c.index: c.fused_into for c in ops}
+    out: dict[int, int] = {}
+    for c in ops:
+        i, seen = c.index, set()
+        while fused.get(i) and i not in seen:
+            seen.add(i)
+            why = fused[i]
+            name = why.split(" of ", 1)[1] if " of " in why else None
+            if name is None or name not in by_out:
+                break
+            i = by_out[name]
+        out[c.index] = i
+    return out
+
+
+def compare_ops(pg, pc, p, v: dict) -> list[tuple[int, float, float]]:
+    """(owner operator index, ours, Vela) per fused group of one NPU partition."""
+    own = owners(pc.ops)
+    mine: dict[int, float] = {}
+    for c in pc.ops:
+        mine[own[c.index]] = mine.get(own[c.index], 0.0) + c.cycles
+    theirs: dict[int, float] = {}
+    for sub_k, cyc in v["per_op"].items():
+        i = p.source_indices[sub_k]
+        theirs[own.get(i, i)] = theirs.get(own.get(i, i), 0.0) + cyc
+    return [(i, mine.get(i, 0.0), cyc) for i, cyc in theirs.items()]
+
+
+def held_out(n: int, accelerators: list[str], seed0: int, out_json: str | None) -> int:
+    """Ours / Vela on ``n`` generated networks per accelerator (tests/tj_hw_graphs.py
+    ``random_network``, seeds ``seed0 ..``: never used to set a parameter), per network and
+    per operator."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import tj_hw_graphs
+
+    result: dict = {"vela": "5.2.0", "seeds": [seed0, seed0 + n - 1], "accelerators": {}}
+    t0 = time.time()
+    for acc in accelerators:
+        nets, ops, skipped = [], [], 0
+        for k in range(n):
+            g = tj_hw_graphs.random_network(seed0 + k)
+            pg = partition(g, acc)
+            ours = estimate(pg)
+            vela_total = our_total = 0.0
+            ok = True
+            for p, pc in zip(pg.partitions, ours.partitions):
+                if get_device(p.device).kind != "npu":
+                    continue
+                v = vela_layers(tosa_jax.write(p.graph), acc)
+                if v is None:
+                    ok = False
+                    break
+                vela_total += v["total"]
+                our_total += pc.cycles
+                for i, mine, cyc in compare_ops(pg, pc, p, v):
+                    ops.append({"network": seed0 + k, "op": g.main.operators[i].op,
+                                "index": i, "vela": cyc, "ours": mine})
+            if not ok or not vela_total:
+                skipped += 1
+                continue
+            nets.append({"seed": seed0 + k, "ops": ours.op_count, "vela": vela_total,
+                         "ours": our_total, "ratio": our_total / vela_total})
+            if (k + 1) % 10 == 0:
+                print(f"  {acc}: {k + 1}/{n} networks, {time.time() - t0:.0f} s", flush=True)
+        ratios = np.array([x["ratio"] for x in nets])
+        op_ratios = np.array([o["ours"] / o["vela"] for o in ops])
+        summary = {
+            "networks": len(nets), "skipped": skipped,
+            "within_30pct": int(np.sum(np.abs(ratios - 1) <= 0.3)),
+            "median_abs_error": float(np.median(np.abs(ratios - 1))),
+            "ratio_p5_p50_p95": [float(np.percentile(ratios, q)) for q in (5, 50, 95)],
+            "operators": len(ops),
+            "ops_within_50pct": int(np.sum(np.abs(op_ratios - 1) <= 0.5)),
+            "op_ratio_p5_p50_p95": [float(np.percentile(op_ratios, q)) for q in (5, 50, 95)],
+        }
+        by_op: dict[str, list[float]] = {}
+        for o in ops:
+            by_op.setdefault(o["op"], []).append(o["ours"] / o["vela"])
+        summary["per_operator_type"] = {
+            op: {"n": len(r), "median_ratio": float(np.median(r)),
+                 "within_50pct": int(np.sum(np.abs(np.array(r) - 1) <= 0.5))}
+            for op, r in sorted(by_op.items())}
+        result["accelerators"][acc] = {"summary": summary, "networks": nets, "ops": ops}
+    print(f"\nheld-out networks (random_network seeds {seed0}..{seed0 + n - 1}), ours/Vela 5.2 "
+          "total cycles of the NPU partitions; per operator: Vela's per-layer cycles")
+    print(f"{'accelerator':<15}{'nets':>5}{'in+-30%':>9}{'med|err|':>9}{'p5':>6}{'p50':>6}"
+          f"{'p95':>6}{'ops':>6}{'op in+-50%':>11}{'op p5':>7}{'op p50':>7}{'op p95':>7}")
+    for acc, r in result["accelerators"].items():
+        s = r["summary"]
+        q, oq = s["ratio_p5_p50_p95"], s["op_ratio_p5_p50_p95"]
+        print(f"{acc:<15}{s['networks']:>5}{s['within_30pct'] / s['networks']:>9.0%}"
+              f"{s['median_abs_error']:>9.1%}{q[0]:>6.2f}{q[1]:>6.2f}{q[2]:>6.2f}"
+              f"{s['operators']:>6}{s['ops_within_50pct'] / s['operators']:>11.0%}"
+              f"{oq[0]:>7.2f}{oq[1]:>7.2f}{oq[2]:>7.2f}")
+    for acc, r in result["accelerators"].items():
+        print(f"\n{acc}: per operator type (n, median ours/Vela, share within +-50%)")
+        for op, d in r["summary"]["per_operator_type"].items():
+            share = d["within_50pct"] / d["n"]
+            print(f"  {op:<18}{d['n']:>5}{d['median_ratio']:>8.2f}{share:>8.0%}")
+    print(f"{time.time() - t0:.0f} s")
+    if out_json:
+        Path(out_json).write_text(json.dumps(result, indent=1))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,14 +325,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("networks", nargs="*", help=".tosa files (default: the INT8 fixtures)")
     ap.add_argument("--accelerators", nargs="+", default=list(ACCELERATORS))
     ap.add_argument("--zoo", action="store_true", help="add the INT .tosa files in .cache/zoo")
-    ap.add_argument("--fit", action="store_true", help="fit and print cost.NPU_PARAMS")
+    ap.add_argument("--fit", action="store_true",
+                    help="instead: the fit error of cost.VELA_FIT on the fitting set")
+    ap.add_argument("--search", action="store_true",
+                    help="with --fit: also search the unpublished parameters (printed)")
     ap.add_argument("--no-synthetic", action="store_true",
                     help="leave out the GraphBuilder networks of tests/tj_hw_graphs.py")
     ap.add_argument("--mixed", action="store_true",
                     help="also place TABLE, pools and REDUCE_MAX on the CPU (more partitions)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--held-out", type=int, default=0, metavar="N",
+                    help="instead: N generated networks per accelerator (never fitted to), "
+                         "ours/Vela per network and per operator")
+    ap.add_argument("--seed0", type=int, default=100_000,
+                    help="first random_network seed of --held-out")
     ap.add_argument("--keep", help="keep the partitions and Vela's output in this directory")
     args = ap.parse_args(argv)
+    if args.held_out:
+        return held_out(args.held_out, args.accelerators, args.seed0, args.json)
+    if args.fit:
+        fitted = fit_vela(args.accelerators, args.search)
+        if args.json:
+            Path(args.json).write_text(json.dumps(fitted, indent=1))
+        return 0
     # (name, graph, kind)
     nets = [(Path(n).stem, tosa_jax.read(Path(n).read_bytes()), "file") for n in args.networks]
     if not args.networks:
@@ -214,7 +369,6 @@ def main(argv: list[str] | None = None) -> int:
                              "REDUCE_MAX": "cpu"}
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="vela_cycles_"))
     rows: list[dict] = []
-    records: list[dict] = []
     refusals = 0
     t0 = time.time()
     for (stem, graph, kind), acc, (pol_name, policy) in (
@@ -240,21 +394,6 @@ def main(argv: list[str] | None = None) -> int:
                 if v.get("cycles_total"):
                     row["ratio"] = round(pc.cycles / v["cycles_total"], 3)
                 rows.append(row)
-                if v.get("cycles_total"):
-                    fam = get_device(acc).family
-                    rec = {"network": stem, "family": fam, "vela": v["cycles_total"],
-                           "ops": [(c.op_class, costmod.npu_features(c), c.memory_cycles)
-                                   for c in pc.ops if c.fused_into is None], "rows": []}
-                    vela_by: dict[str, float] = {}
-                    for lay in v.get("layers", []):
-                        key = _base(lay["name"])
-                        vela_by[key] = vela_by.get(key, 0.0) + lay["cycles"]
-                    for names, c in groups(pc.ops):
-                        name = next((n for n in names if n in vela_by), None)
-                        if name is not None and vela_by[name] > 0:
-                            rec["rows"].append((c.op_class, costmod.npu_features(c),
-                                                vela_by.pop(name)))
-                    records.append(rec)
     print(f"{'network':<16}{'accelerator':<15}{'policy':<8}{'part':>5}{'ops':>5}{'ours':>10}"
           f"{'vela':>10}{'ratio':>7}  {'compiled':<9}kind")
     for r in rows:
@@ -277,23 +416,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"NPU partitions compiled: {len(rows)}, Vela refusals: {refusals}, "
           f"{time.time() - t0:.1f} s; files in {work}")
     result = {"vela": "5.2.0", "rows": rows, "refusals": refusals, "summary": summary}
-    if args.fit:
-        # leave one network out: fit on the others, predict it (what a new network would see)
-        loo = []
-        for net in sorted({r["network"] for r in records}):
-            params = fit([r for r in records if r["network"] != net])
-            loo += [predict(r, params) / r["vela"] for r in records if r["network"] == net]
-        params = fit(records)
-        own = [predict(r, params) / r["vela"] for r in records]
-        for key, ratios in (("fit, in sample", own), ("leave one network out", loo)):
-            within = sum(0.7 <= x <= 1.3 for x in ratios)
-            print(f"{key}: {within}/{len(ratios)} partitions within +-30%, median "
-                  f"{np.median(ratios):.2f}, range {min(ratios):.2f}..{max(ratios):.2f}")
-            result[key.replace(" ", "_").replace(",", "")] = {
-                "within_30pct": within, "compared": len(ratios),
-                "median_ratio": float(np.median(ratios))}
-        result["fitted_params"] = params
-        print("NPU_PARAMS = " + json.dumps(params))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     if not args.keep:
