@@ -127,22 +127,32 @@ def _build() -> dict[str, DeviceModel]:
         for macs in macs_list:
             d = _ethos(family, macs)
             devices[d.name] = d
+    # Mali-G710 MC10 as MediaTek ships it in the Dimensity 9000. Sources, as said per field:
+    # AnandTech, "Arm Announces New Mali-G710, G610, G510 & G310" (2021-05-25), page 2: 7-16
+    # cores, two execution engines per core, 64 FP32 FMA per core per cycle (G77/G78: 32);
+    # Arm GPU datasheet (Mali-G710 column): 8-bit integer dot product; MediaTek Dimensity 9000
+    # product page: Mali-G710 MC10, LPDDR5X 7500 Mbps. What no public source gives (clock of a
+    # given SoC's GPU, L2 size and bandwidth, dispatch cost) is "assumed" and said so.
     devices["mali-g710"] = DeviceModel(
         name="mali-g710", kind="gpu", family="mali", macs_per_cycle=2560, clock_hz=850e6,
         sram_bytes=2 * 2**20, dram_bytes=8 * 2**30, sram_bw_bytes_per_cycle=128.0,
-        dram_bw_bytes_per_cycle=60.0, int16_macs_per_cycle=1280, fp32_macs_per_cycle=640,
-        description="Arm Mali-G710 MC10 class GPU (Valhall), via a TOSA-consuming Vulkan runtime",
+        dram_bw_bytes_per_cycle=60e9 / 850e6, int16_macs_per_cycle=1280,
+        fp32_macs_per_cycle=640,
+        description="Arm Mali-G710 MC10 (Valhall), via the ML SDK for Vulkan (model-converter)",
         sources=MappingProxyType({
-            "macs_per_cycle": "assumed: 10 cores x 256 int8 MACs/cycle (64 FP32 FMA lanes per "
-                              "core with 4-way int8 dot product; Arm Mali-G710 product brief)",
-            "clock_hz": "assumed: 850 MHz (a typical shipping G710 MC10 clock)",
-            "sram_bytes": "assumed: 2 MiB L2 cache",
-            "dram_bytes": "assumed: 8 GiB LPDDR5 shared with the CPU",
+            "macs_per_cycle": "derived: 10 cores (MediaTek Dimensity 9000: MC10) x 64 FP32 lanes "
+                              "(AnandTech 2021-05-25) x 4 int8 products per lane (8-bit integer "
+                              "dot product, Arm GPU datasheet)",
+            "clock_hz": "assumed: 850 MHz (reported for the Dimensity 9000's G710; Arm "
+                        "publishes no clock)",
+            "sram_bytes": "assumed: 2 MiB L2 (Arm: configurable; the SoC's size is not public)",
+            "dram_bytes": "assumed: 8 GiB LPDDR5X shared with the CPU",
             "sram_bw_bytes_per_cycle": "assumed: 128 bytes/cycle L2 bandwidth",
-            "dram_bw_bytes_per_cycle": "assumed: 51 GB/s LPDDR5 / 850 MHz = 60 bytes/cycle",
-            "int16_macs_per_cycle": "assumed: half the int8 rate",
-            "fp32_macs_per_cycle": "assumed: 10 cores x 64 FP32 FMA/cycle (Valhall: 2 engines x "
-                                   "2 x 16-wide warps per core)",
+            "dram_bw_bytes_per_cycle": "derived: LPDDR5X 7500 Mbps x 64-bit bus (MediaTek "
+                                       "Dimensity 9000) = 60 GB/s, / 850 MHz",
+            "int16_macs_per_cycle": "assumed: half the int8 rate (no public int16 rate)",
+            "fp32_macs_per_cycle": "published: 10 cores x 64 FP32 FMA per core per cycle "
+                                   "(AnandTech 2021-05-25, Arm's Mali-G710 briefing)",
         }),
     )
     devices["cpu"] = DeviceModel(

@@ -11,11 +11,12 @@ Sources:
   compiles single-operator graphs (measured with ``bench/vela_agreement.py`` over the
   conformance suite; the comments of rules that come from measurement say "Vela 5.2
   behaviour"). U55 and U65 share one table.
-* Mali: an assumed class of support, modelled on a TOSA-consuming Vulkan runtime for Mali GPUs
-  (Arm ML SDK for Vulkan, which runs TOSA 1.0 graphs through the TOSA SPIR-V extended instruction
-  set): the PRO-INT and PRO-FP operators with 8/16/32-bit integer, BOOL, FP16 and FP32 tensors
-  and rank <= 6; no control flow, variables, FFT, custom ops, BF16/FP8 or INT4/INT48 tensors.
-  This is an assumption, not a vendor table.
+* Mali: what Arm's ML SDK model converter (TOSA -> VGF for the Vulkan ML extensions, PyPI
+  ``ai-ml-sdk-model-converter``) lowers, checked per operator x type signature of the TOSA 1.0.2
+  conformance slice (bench/mali_converter.py): every operator but control flow, every element
+  type, zero points (and RESCALE multiplier/shift) constant. Variables, CUSTOM and rank > 6 are
+  kept out as assumptions (nothing in the slice tests them). That the converter lowers a graph
+  says the GPU path takes it, not how fast any Mali runs it.
 * CPU: everything (it runs tosa_jax itself).
 
 Agreement with Vela 5.2 (``bench/vela_agreement.py``): 100% of the operators of the PRO-INT /
@@ -535,18 +536,27 @@ U85: dict[str, OpRule] = {
     "CONV3D": OpRule(checks=(_conv3d_dynamic,)),
 }
 
-# Mali class (assumed, see the module docstring).
+# Mali (the ML SDK for Vulkan path): what Arm's model converter (ai-ml-sdk-model-converter 0.11.0,
+# TOSA -> VGF) lowers, checked over every operator x type signature of the TOSA 1.0.2
+# conformance slice (bench/mali_converter.py). It lowers every element type of the suite (BF16
+# and FP8 included) and FFT; it refuses control flow (COND_IF, WHILE_LOOP) and any operator
+# whose zero points (or RESCALE multiplier/shift) are not constants ("cannot retrieve the zero
+# points from op"). Variables and CUSTOM: not in the slice, kept out (assumed).
 MALI_UNSUPPORTED_OPS = frozenset((
-    "COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE", "FFT2D", "RFFT2D",
-    "CUSTOM"))
-MALI_TYPES = frozenset((I8, I16, I32, BOOL, "FP16", "FP32", "SHAPE"))
+    "COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE", "CUSTOM"))
+# Operand positions that the converter needs as constants (TOSA 1.0 operand order).
+MALI_CONST_OPERANDS: dict[str, tuple[int, ...]] = {
+    "CONV2D": (3, 4), "CONV3D": (3, 4), "DEPTHWISE_CONV2D": (3, 4), "TRANSPOSE_CONV2D": (3, 4),
+    "AVG_POOL2D": (1, 2), "MATMUL": (2, 3), "NEGATE": (1, 2), "RESCALE": (1, 2, 3, 4),
+}
 
 # Where each family's rules come from (for reports and docs).
 RULE_SOURCES: dict[str, str] = {
     "ethos-u55": "Vela 5.2 SUPPORTED_OPS.md, 'Ethos-U55 and Ethos-U65 TOSA' sections",
     "ethos-u65": "Vela 5.2 SUPPORTED_OPS.md, 'Ethos-U55 and Ethos-U65 TOSA' sections",
     "ethos-u85": "Vela 5.2 SUPPORTED_OPS.md, 'Ethos-U85 TOSA Operator Support'",
-    "mali": "assumed: TOSA 1.0 PRO-INT/PRO-FP via a Vulkan (ML SDK) runtime, see module doc",
+    "mali": "ai-ml-sdk-model-converter 0.11.0 over the TOSA 1.0.2 conformance slice "
+            "(bench/mali_converter.py)",
     "cpu": "tosa_jax runs every operator",
 }
 
@@ -598,11 +608,13 @@ def _rule_reasons(c: Ctx, rule: OpRule) -> list[str]:
 
 
 def _mali(c: Ctx) -> list[str]:
-    if c.op.op in MALI_UNSUPPORTED_OPS:
-        return [f"{c.op.op} is not supported by the Mali class (assumed)"]
-    bad = sorted({t for t in _tensor_types(c) if t not in MALI_TYPES})
-    if bad:
-        return [f"Element types {', '.join(bad)} are not supported by the Mali class (assumed)"]
+    op = c.op.op
+    if op in MALI_UNSUPPORTED_OPS:
+        return [f"{op} is not lowered by model-converter (TOSA -> VGF)"]
+    for i in MALI_CONST_OPERANDS.get(op, ()):
+        if i < len(c.op.inputs) and c.const(i) is None:
+            return [f"{op} operand #{i} ({c.op.inputs[i]}) is not a constant: model-converter "
+                    "needs constant zero points (and RESCALE multiplier/shift)"]
     for n in c.op.inputs + c.op.outputs:
         t = c.block.tensors.get(n)
         if t is not None and len(t.shape) > 6:

@@ -183,8 +183,36 @@ def test_mali_class() -> None:
     mali = get_device("mali-g710")
     g = _unary("ABS", "FP32")
     assert unsupported_reasons(mali, g, g.main, g.main.operators[0]) == []
-    g = _unary("ABS", "BF16")
-    assert unsupported_reasons(mali, g, g.main, g.main.operators[0])
     # Ethos-U NPUs run PRO-INT only.
     g = _unary("ABS", "FP32")
     assert unsupported_reasons(get_device("ethos-u85-256"), g, g.main, g.main.operators[0])
+
+
+def _negate_int8(zp_input: bool) -> Graph:
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 4, 8), "INT8")
+    zp = b.input("zp", (1,), "INT8") if zp_input else b.const([3], "INT8")
+    y = b.op("NEGATE", [x, zp, b.const([0], "INT8")], (1, 4, 4, 8), "INT8")
+    return b.build([y])
+
+
+@pytest.mark.parametrize("name,make", [
+    ("abs_bf16", lambda: _unary("ABS", "BF16")), ("abs_fp32", lambda: _unary("ABS", "FP32")),
+    ("negate_const_zp", lambda: _negate_int8(False)),
+    ("negate_dynamic_zp", lambda: _negate_int8(True))])
+def test_mali_rules_follow_model_converter(name: str, make, tmp_path) -> None:
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    beside = Path(sys.executable).parent / "model-converter"
+    exe = str(beside) if beside.exists() else shutil.which("model-converter")
+    if exe is None:
+        pytest.skip("model-converter (pip install ai-ml-sdk-model-converter==0.11.0) absent")
+    g = make()
+    (tmp_path / "g.tosa").write_bytes(write(g))
+    proc = subprocess.run([exe, "-i", str(tmp_path / "g.tosa"), "-o", str(tmp_path / "g.vgf")],
+                          capture_output=True, text=True, timeout=120)
+    ours = not unsupported_reasons(get_device("mali-g710"), g, g.main, g.main.operators[-1])
+    assert ours == (proc.returncode == 0), (proc.stdout[-800:], proc.stderr[-800:])
