@@ -119,7 +119,9 @@ VELA_ARCH_TABLES: dict[int, tuple[tuple[int, int, int], tuple[float, ...], tuple
 # ``ao_scale`` (multiples of the published per-element output cycles: 1 = as published),
 # ``wd_bytes_per_cycle`` (weight decoder; regor's wd_cycles on U85 are ~weight bytes / 8),
 # ``mem_scale`` (burst efficiency and latency of memory accesses: 1 = bytes / bandwidth) and
-# ``mm_scale`` (U55/U65 MATMUL cycles per MAC over the 32-bit MUL rate: 1.1-1.5 observed).
+# ``mm_scale`` (U55/U65 MATMUL cycles per MAC over the 32-bit MUL rate: U55 1.1-1.5 observed,
+# U65 3.0 = the fitting set's median), and U85's ``ew_scale`` 0.27 (its elementwise operations
+# run at ~1/3.8 of the U55-256 table's rate on the fitting set).
 # A coordinate search (``--fit --search``) found values that did better on the fitting set and
 # worse on held-out networks; these are kept. FIT_ERROR: median |ours/Vela - 1| on the fitting
 # set, per fused operator group and per NPU partition total.
@@ -129,18 +131,18 @@ VELA_FIT: dict[str, dict[str, float]] = {
                   "mm_scale": 1.4},
     "ethos-u65": {"overhead": 400.0, "ew_scale": 1.0, "ao_scale": 1.0,
                   "wd_bytes_per_cycle": 16.0, "mem_scale": 1.0,
-                  "mm_scale": 1.4},
+                  "mm_scale": 3.0},
     "ethos-u85": {"overhead": 400.0, "ew_scale": 0.27, "ao_scale": 1.0,
                   "wd_bytes_per_cycle": 8.0, "mem_scale": 1.0,
                   "mm_scale": 1.0, "block_elems": 2048, "scale_fetch": 281},
 }
 DRAM_READ_LATENCY = 500  # vela.ini [Ethos_U65_Client_Server], [Ethos_U85_SYS_DRAM_Mid]
 FIT_ERROR: dict[str, dict[str, float]] = {  # bench/vela_cycles.py --fit, Vela 5.2.0
-    "ethos-u55-128": {"median_op_abs_err": 0.202, "median_total_abs_err": 0.061,
+    "ethos-u55-128": {"median_op_abs_err": 0.196, "median_total_abs_err": 0.060,
                       "op_groups": 337, "partitions": 23},
-    "ethos-u65-256": {"median_op_abs_err": 0.231, "median_total_abs_err": 0.180,
+    "ethos-u65-256": {"median_op_abs_err": 0.227, "median_total_abs_err": 0.179,
                       "op_groups": 337, "partitions": 23},
-    "ethos-u85-256": {"median_op_abs_err": 0.492, "median_total_abs_err": 0.305,
+    "ethos-u85-256": {"median_op_abs_err": 0.392, "median_total_abs_err": 0.261,
                       "op_groups": 296, "partitions": 22},
 }
 
