@@ -75,10 +75,14 @@ def table(cost: NetworkCost, pg: Any = None, per_op: bool = True) -> str:
             lines.append(f"{t.tensor[:40]:<40} {t.source:>4} -> {t.dest:<4} {t.nbytes:>9} "
                          f"{_us(t.time_s):>9}   {t.source_device} -> {t.dest_device}")
     lines.append("")
+    from tosa_jax.hw_models.devices import get_device
+
     for name, d in cost.per_device.items():
+        basis = ("Vela-structured model" if get_device(name).kind == "npu"
+                 else "assumed rates, no oracle")
         lines.append(f"{name:<14} {int(d['partitions'])} partition(s), {int(d['ops'])} ops "
                      f"({int(d.get('fused', 0))} fused), {int(d['macs'])} MACs, "
-                     f"{d['cycles']:.0f} cycles, {_us(d['time_s'])} us")
+                     f"{d['cycles']:.0f} cycles, {_us(d['time_s'])} us  [{basis}]")
     lines.append(f"network: {cost.op_count} ops, {len(cost.partitions)} partition(s), "
                  f"{len(cost.transfers)} "
                  f"transfer(s), {cost.macs} MACs, {_us(cost.time_s)} us, peak activations "
