@@ -206,6 +206,22 @@ def stage_evaluate(work: Path, batch_size: int) -> dict:
     res["reference_int_accuracy"] = float(np.mean(ref.argmax(1) == y))
     res["int_identical_to_reference"] = int(np.sum(same))
     res["int_output_dtype"] = str(q_out.dtype)
+
+    # INT8 against FP32 over the held-out set (tosa_jax.inspect.compare_models): top-1
+    # agreement, output SQNR, and a per-layer table of the tensors both exports share.
+    from tosa_jax import inspect as ti
+
+    t0 = time.perf_counter()
+    cmp = ti.compare_models(tosa_jax.load(work / "digits_int8.tosa"),
+                            tosa_jax.load(work / "digits_fp32.tosa"), xf, samples_a=xq,
+                            input_qparams=(meta["INT"]["scale"], meta["INT"]["zero_point"]),
+                            batch_size=batch_size, progress=False)
+    res["times"]["compare_models_s"] = time.perf_counter() - t0
+    res["int_fp_agreement"] = cmp.agreement
+    res["int_fp_output_sqnr_db"] = cmp.sqnr_db
+    res["int_fp_output_method"] = cmp.output_method
+    res["int_fp_per_layer"] = cmp.per_layer.to_dict()["rows"]
+    print(cmp.per_layer.table())
     return res
 
 
@@ -221,6 +237,9 @@ def print_table(r: dict) -> None:
         ("tosa_jax INT8", f"{r['tosa_jax_int_accuracy']:.4f}", t["tosa_jax_int_s"]),
         ("reference model INT8", f"{r['reference_int_accuracy']:.4f}", t["reference_int_s"]),
     ]
+    if "compare_models_s" in t:
+        rows.append(("compare_models INT8 vs FP32", f"{r['int_fp_agreement']:.4f}",
+                     t["compare_models_s"]))
     print(f"\ndigits CNN ({r['params']} parameters), held-out split: {n} samples")
     print(f"{'step':30} {'accuracy':>9} {'wall s':>9}")
     for name, acc, secs in rows:
@@ -230,6 +249,9 @@ def print_table(r: dict) -> None:
     print(f"tosa_jax FP32 vs PyTorch: max |logit diff| {r['fp_max_abs_vs_torch']:.3g}, "
           f"arg-max agrees on {r['fp_argmax_agree_torch']}/{n}; INT8 arg-max agrees with "
           f"PyTorch on {r['int_argmax_agree_torch']}/{n}")
+    if "int_fp_agreement" in r:
+        print(f"INT8 vs FP32 export (compare_models): top-1 agreement {r['int_fp_agreement']:.4f},"
+              f" output SQNR {r['int_fp_output_sqnr_db']:.1f} dB ({r['int_fp_output_method']})")
 
 
 def main() -> None:

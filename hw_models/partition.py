@@ -486,6 +486,14 @@ class PartitionedModel:
         outs = tuple(env[s.name] for s in self.outputs)
         return outs[0] if len(outs) == 1 else outs
 
+    def intermediates(self, *inputs: Any, names: Any = None, constants: bool = False,
+                      batched: bool = False) -> dict[str, Any]:
+        """Every tensor of the graph (or the ``names`` chosen), crossing and inner tensors of
+        every partition, each partition in one compiled call (``tosa_jax.inspect``)."""
+        from tosa_jax.inspect import intermediates
+
+        return intermediates(self, *inputs, names=names, constants=constants, batched=batched)
+
     def run(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """Run on inputs given by name; returns numpy outputs by name."""
         import numpy as np

@@ -1,5 +1,6 @@
 """tosa_jax: TOSA 1.0 graphs as jit-compiled JAX functions, bit-exact for integers."""
 
+from tosa_jax import inspect  # tosa_jax.inspect.compare(...) after a plain import tosa_jax
 from tosa_jax.errors import (
     TosaError,
     TosaFormatError,
@@ -20,5 +21,5 @@ __version__ = "0.1.0"
 __all__ = [
     "EvalResult", "Graph", "GraphBuilder", "Model", "TensorSpec", "TosaError", "TosaFormatError",
     "TosaInputError", "TosaLimitError", "TosaUnsupportedError", "TosaValidationError",
-    "TosaVersionError", "Wide", "evaluate", "load", "read", "write",
+    "TosaVersionError", "Wide", "evaluate", "inspect", "load", "read", "write",
 ]

@@ -1,7 +1,8 @@
 """The ``tosa-jax`` command line: ``run`` a graph on .npy inputs, ``info`` about a graph,
 ``check`` what it requires (profiles, extensions, level) and whether it is valid TOSA,
 ``partition`` it across device models (NPU, GPU, CPU) with a cost estimate, show or clear the
-persistent compile ``cache``."""
+persistent compile ``cache``, ``inspect`` every intermediate tensor against the reference model,
+another graph or a dump."""
 
 from __future__ import annotations
 
@@ -136,7 +137,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as e:
             raise TosaInputError(f"cannot read labels {args.labels}: {e}") from e
     result = evaluate(model, samples, labels=labels, metric=args.metric,
-                      batch_size=args.batch_size, progress=not args.quiet)
+                      batch_size=args.batch_size, progress=not args.quiet, axis=args.axis)
     out_dir = Path(args.output_dir) if args.output_dir else None
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -152,6 +153,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
               + (f" -> {out_dir / (name + '.npy')}" if out_dir else ""))
     if result.metric is not None:
         print(f"{result.metric_name}: {result.metric:.4f}")
+    for key, value in result.extra.items():
+        if key.startswith("top"):
+            print(f"{key}: {value:.4f}")
+        elif key == "per_class_accuracy":
+            print("per-class accuracy: " + " ".join(
+                "-" if v is None else f"{v:.3f}" for v in value))
     return 0
 
 
@@ -205,6 +212,102 @@ def cmd_partition(args: argparse.Namespace) -> int:
     return 0
 
 
+def _qparams(specs: list[str] | None) -> dict[str, tuple[float, int]]:
+    """``NAME=SCALE,ZP`` pairs."""
+    out = {}
+    for spec in specs or []:
+        name, sep, value = spec.rpartition("=")
+        try:
+            scale, zp = value.split(",")
+            out[name] = (float(scale), int(zp))
+        except ValueError:
+            raise TosaInputError(f"--scale {spec!r}: expected NAME=SCALE,ZERO_POINT") from None
+        if not sep:
+            raise TosaInputError(f"--scale {spec!r}: expected NAME=SCALE,ZERO_POINT")
+    return out
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Every intermediate tensor against the reference model, another graph or a dump."""
+    import json
+
+    from tosa_jax import inspect as ti
+    from tosa_jax.ir import INTEGER_TYPES
+
+    model = load(args.graph, device=args.device)
+    inputs = _parse_inputs(model, args.inputs)
+    xs = tuple(inputs[s.name] for s in model.inputs)
+    t0 = time.perf_counter()
+    against: object = args.against
+    against_inputs = None
+    if args.against.endswith(".tosa"):
+        against = load(args.against, device=args.device)
+        if args.against_inputs:
+            got = _parse_inputs(against, args.against_inputs)
+            against_inputs = tuple(got[s.name] for s in against.inputs)
+    mapping = None
+    if args.map:
+        try:
+            mapping = json.loads(Path(args.map).read_text())
+        except (OSError, ValueError) as e:
+            raise TosaInputError(f"--map: cannot read {args.map}: {e}") from e
+    names = args.names.split(",") if args.names else None
+    if args.against == "none":
+        values = model.intermediates(*xs, names=names, constants=args.constants)
+        result = None
+    else:
+        result = ti.compare(model, xs, against=against, against_inputs=against_inputs,
+                            names=names, mapping=mapping, constants=args.constants,
+                            scales=_qparams(args.scale))
+        values = None
+    seconds = time.perf_counter() - t0
+    if args.dump:
+        values = values if values is not None else model.intermediates(
+            *xs, names=names, constants=args.constants)
+        np.savez(args.dump, **values)
+        print(f"{len(values)} tensors -> {args.dump}")
+    if result is None:
+        rows = ti.health(values, model.graph)
+        print(f"{'#':>4} {'op':<18} {'tensor':<40} {'dtype':<6} {'min':>10} {'max':>10} "
+              f"{'mean':>10} {'sat %':>6}")
+        for h in rows[: args.rows]:
+            sat = "-" if h.saturation is None else f"{100 * h.saturation:.1f}"
+            print(f"{h.index:>4} {h.op:<18} {h.name[:40]:<40} {h.dtype:<6} {h.min:>10.4g} "
+                  f"{h.max:>10.4g} {h.mean:>10.4g} {sat:>6}")
+        if args.json:
+            Path(args.json).write_text(json.dumps([vars(h) for h in rows], indent=1))
+        return 0
+    print(result.table(limit=args.rows))
+    if len(result.rows) > args.rows:
+        print(f"... {len(result.rows) - args.rows} more rows (--rows N, or --json FILE)")
+    print(f"compared in {seconds:.3f} s", file=sys.stderr)
+    if args.json:
+        result.to_json(args.json)
+        print(f"report: {args.json}")
+    if args.html:
+        ti.html_report(result, args.html, title=f"{args.graph} against {args.against}")
+        print(f"HTML report: {args.html}")
+    if args.model_explorer:
+        extra = {}
+        if args.target:
+            from tosa_jax import hw_models
+
+            pg = hw_models.partition(model.graph, args.target)
+            cost = hw_models.estimate(pg)
+            # Model Explorer colours nodes by number: the device's rank in pg.devices
+            palette = ("#8c8", "#fc8", "#8cf", "#f88", "#ccc")
+            extra["placement"] = {
+                i: {"value": pg.devices.index(d),
+                    "bgColor": palette[min(pg.devices.index(d), len(palette) - 1)]}
+                for i, d in pg.placement.items()}
+            extra["cycles"] = {c.index: c.cycles for p in cost.partitions for c in p.ops}
+        paths = ti.write_node_data(result, args.model_explorer, extra)
+        print(f"Model Explorer node data: {', '.join(paths)}")
+    # against the reference model, integer tensors must be bit-exact (floats: read max |diff|)
+    wrong = [r for r in result.rows if not r.exact and r.dtype in INTEGER_TYPES]
+    return 1 if wrong and args.against == "reference" else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tosa-jax", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -234,7 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("inputs", nargs="+", metavar="[NAME=]SAMPLES.npy",
                    help="samples stacked on a leading axis, per input")
     p.add_argument("--labels", help="class labels .npy ([N] integers) for the metric")
-    p.add_argument("--metric", default="accuracy", help="metric on the first output")
+    p.add_argument("--metric", default="accuracy",
+                   help="metric on the first output: accuracy or top<k> (e.g. top5)")
+    p.add_argument("--axis", type=int, help="class axis of a sample's output, when it has "
+                                            "more than one axis longer than 1")
     p.add_argument("-b", "--batch-size", type=int, default=256)
     p.add_argument("-o", "--output-dir", help="write each output (and predictions) as .npy")
     p.add_argument("--device", help="JAX platform to run on: cpu or gpu (default: JAX's)")
@@ -263,6 +369,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", help="the cache directory (default: TOSA_JAX_CACHE_DIR, else "
                                  "XDG_CACHE_HOME/tosa_jax, else ~/.cache/tosa_jax)")
     p.set_defaults(func=cmd_cache)
+    p = sub.add_parser("inspect", help="every intermediate tensor against the reference model, "
+                                       "another graph or a dump: first divergence, SQNR, "
+                                       "saturation; Model Explorer node data, HTML report")
+    p.add_argument("graph")
+    p.add_argument("inputs", nargs="*", metavar="[NAME=]FILE.npy",
+                   help="inputs by name, or files in the graph's input order")
+    p.add_argument("--against", default="reference",
+                   help="'reference' (the TOSA reference model, default; exit status 1 when an "
+                        "integer tensor differs), another graph (.tosa), a dump of tensors "
+                        "(.npz), or 'none' (health table only)")
+    p.add_argument("--against-inputs", nargs="*", metavar="[NAME=]FILE.npy",
+                   help="inputs of the other graph (default: the same files)")
+    p.add_argument("--map", metavar="JSON", help="file mapping our tensor names to theirs")
+    p.add_argument("--scale", nargs="*", metavar="NAME=SCALE,ZP",
+                   help="known quantization parameters (e.g. the input's) to dequantize with")
+    p.add_argument("--names", help="comma-separated tensors to keep (default: all)")
+    p.add_argument("--constants", action="store_true", help="keep constants too")
+    p.add_argument("--dump", metavar="FILE.npz", help="write our tensors here")
+    p.add_argument("--json", metavar="FILE", help="write the full comparison as JSON")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    p.add_argument("--model-explorer", metavar="FILE",
+                   help="write Model Explorer node data (max |diff|; SQNR, saturation, "
+                        "mismatches beside it as FILE.<metric>.json)")
+    p.add_argument("--target", nargs="+", metavar="DEVICE",
+                   help="with --model-explorer: placement and cycles on these device models")
+    p.add_argument("--rows", type=int, default=60, help="rows of the printed table")
+    p.add_argument("--device", help="JAX platform to run on: cpu or gpu (default: JAX's)")
+    p.set_defaults(func=cmd_inspect)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -34,8 +34,8 @@ class EvalResult:
     """What ``evaluate`` returns.
 
     ``outputs``: every graph output by name, stacked over the samples ([N, ...]).
-    ``predictions``: the arg-max class of the first output per sample (classification graphs;
-    ``None`` when the output has a single element per sample).
+    ``predictions``: the arg-max class of the first output per sample, along its class axis
+    (``None`` when a sample's output has no single axis longer than 1 and none was named).
     ``metric``: the metric's value when labels were given, else ``None``.
     """
 
@@ -66,6 +66,82 @@ def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
 
 
 METRICS: dict[str, Metric] = {"accuracy": accuracy}
+# Metrics on class scores: "accuracy" and "top<k>" ("top5"); they need [N, classes] outputs.
+SCORE_METRICS = ("accuracy",)
+
+
+def _top_k(metric: Any) -> int | None:
+    """k of a "top<k>" metric name (top1 is accuracy), else None."""
+    if isinstance(metric, str) and metric.startswith("top") and metric[3:].isdigit():
+        return int(metric[3:])
+    return None
+
+
+def _class_axis(spec: TensorSpec, squeeze: bool, axis: int | None, metric: Any) -> int | None:
+    """The axis of a sample's output that holds the class scores, decided before anything runs.
+
+    Without ``axis`` the output must be [classes] per sample once size-1 axes are squeezed
+    (a [1, 12, 5] output has no single class axis: the arg-max over its 60 values is no class).
+    ``axis`` names it in the per-sample output (the graph's shape without the batch-1 axis
+    when the samples left it out); the other axes then index predictions, labels follow them."""
+    per = spec.shape[1:] if squeeze and spec.shape and spec.shape[0] == 1 else spec.shape
+    if axis is not None:
+        if not -len(per) <= axis < len(per):
+            raise TosaInputError(f"axis {axis} is not an axis of the per-sample output "
+                                 f"{list(per)} of {spec.name!r}")
+        return axis % len(per)
+    if not (isinstance(metric, str) and (metric in SCORE_METRICS or _top_k(metric))):
+        return None
+    big = [d for d in per if d != 1]
+    if len(big) != 1:
+        raise TosaInputError(
+            f"metric {metric!r} needs class scores [N, classes], but the first output "
+            f"{spec.name!r} has shape {list(spec.shape)} ({list(per)} per sample, "
+            f"{len(big)} axes longer than 1 after squeezing): name the class axis with "
+            "axis=... (CLI --axis), or pass a callable metric")
+    return next(i for i, d in enumerate(per) if d != 1)
+
+
+def _check_labels(labels: Any, n: int, per: tuple[int, ...], axis: int | None) -> np.ndarray:
+    """Labels against the samples, before anything runs: [N] (or [N, *other axes] when a class
+    axis was named for a multi-axis output)."""
+    labels = np.asarray(labels)
+    if labels.ndim == 0 or labels.shape[0] != n:
+        raise TosaInputError(f"{labels.shape[0] if labels.ndim else 'a scalar of'} labels for "
+                             f"{n} samples: give one label per sample")
+    if axis is not None:
+        rest = tuple(d for i, d in enumerate(per) if i != axis)
+        if labels.size == n * int(np.prod(rest, dtype=np.int64)):
+            return labels.reshape(n, *rest)
+        raise TosaInputError(f"labels of shape {list(labels.shape)}: the per-sample output "
+                             f"{list(per)} with class axis {axis} needs labels [N, *{list(rest)}]")
+    return labels.reshape(n, -1)[:, 0] if labels.size == n else labels
+
+
+def class_metrics(scores: np.ndarray, labels: np.ndarray, axis: int, k: int = 5
+                  ) -> dict[str, Any]:
+    """Top-1 and top-k accuracy, per-class accuracy and the confusion matrix (rows: label,
+    columns: predicted class) of per-sample ``scores`` [N, ...] with the class axis ``axis`` of
+    a sample."""
+    scores = np.moveaxis(scores, axis + 1, -1)
+    classes = scores.shape[-1]
+    flat = scores.reshape(-1, classes)
+    y = np.asarray(labels).reshape(-1).astype(np.int64)
+    pred = flat.argmax(axis=1)
+    kk = min(k, classes)
+    # top-k: the label's score is among the k largest (ties counted in the label's favour)
+    label_score = flat[np.arange(len(y)), np.clip(y, 0, classes - 1)]
+    top_k = np.sum(flat > label_score[:, None], axis=1) < kk
+    valid = (y >= 0) & (y < classes)
+    confusion = np.zeros((classes, classes), np.int64)
+    np.add.at(confusion, (y[valid], pred[valid]), 1)
+    counts = confusion.sum(axis=1)
+    per_class = [float(confusion[c, c] / counts[c]) if counts[c] else None
+                 for c in range(classes)]
+    return {"accuracy": float(np.mean((pred == y) & valid)),
+            f"top{kk}": float(np.mean(top_k & valid)),
+            "per_class_accuracy": per_class, "confusion": confusion,
+            "labels_out_of_range": int((~valid).sum())}
 
 
 # Samples vmapped together inside the per-device loop. Measured on this project's 2-core CPU
@@ -164,7 +240,8 @@ class _Progress:
 def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
              metric: str | Metric | None = "accuracy", batch_size: int = 256,
              devices: Sequence[jax.Device] | None = None,
-             progress: bool | None = None, chunk: int = DEFAULT_CHUNK) -> EvalResult:
+             progress: bool | None = None, chunk: int = DEFAULT_CHUNK,
+             axis: int | None = None, top_k: int = 5) -> EvalResult:
     """Run a batch-1 graph over N samples in vmapped batches sharded over the local devices.
 
     ``inputs``: for a one-input graph an array of samples, [N, *shape] or, when the graph's
@@ -176,6 +253,12 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     JAX's local devices (the model's own device when it was loaded with one).
     ``progress``: a progress bar on stderr (default: when stderr is a terminal). ``chunk``:
     samples vmapped together inside each device's loop (see ``batched``).
+
+    Metrics on class scores ("accuracy", "top<k>") are refused, before anything runs, on a first
+    output that is not [N, classes] once size-1 axes are squeezed, unless ``axis`` names the
+    class axis of a sample's output; labels are checked against the sample count first too.
+    With labels, ``extra`` holds top-1 and top-``top_k`` accuracy, per-class accuracy and the
+    confusion matrix (``class_metrics``).
     """
     if not isinstance(model, Model):
         model = load(model)
@@ -183,7 +266,7 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
         raise TosaInputError("evaluate() runs samples independently, but this graph has "
                              f"variables (EXT-VARIABLE) {[v.name for v in model.variables]} "
                              "whose state carries across calls: call the model sample by sample")
-    if isinstance(metric, str) and metric not in METRICS:
+    if isinstance(metric, str) and metric not in METRICS and not _top_k(metric):
         raise TosaInputError(f"unknown metric {metric!r}; known: {sorted(METRICS)} or a callable")
     if batch_size < 1:
         raise TosaInputError(f"batch_size must be at least 1, got {batch_size}")
@@ -200,6 +283,17 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     if n == 0:
         raise TosaInputError("evaluate() needs at least one sample")
     squeeze = all(squeezed)
+    out_spec = model.outputs[0]
+    class_axis = _class_axis(out_spec, squeeze, axis, metric if labels is not None else None)
+    if class_axis is None:  # predictions only where the output has one class axis
+        try:
+            class_axis = _class_axis(out_spec, squeeze, None, "accuracy")
+        except TosaInputError:
+            class_axis = None
+    per = out_spec.shape[1:] if squeeze and out_spec.shape and out_spec.shape[0] == 1 \
+        else out_spec.shape
+    if labels is not None:
+        labels = _check_labels(labels, n, per, class_axis)
 
     if devices is None:
         devices = [model.device] if model.device is not None else jax.local_devices()
@@ -258,20 +352,20 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
             out = out[:, 0]
         outputs[spec.name] = out
     first_out = outputs[model.outputs[0].name]
-    per_sample = first_out.reshape(n, -1)
-    predictions = per_sample.argmax(axis=1) if per_sample.shape[1] > 1 else None
+    scores = first_out.reshape(n, *per)
+    predictions = scores.argmax(axis=class_axis + 1) if class_axis is not None else None
 
     value = None
     name = None
+    extra: dict[str, Any] = {}
+    if labels is not None and class_axis is not None:
+        extra = class_metrics(scores, labels, class_axis, _top_k(metric) or top_k)
     if labels is not None and metric is not None:
-        labels = np.asarray(labels).reshape(-1)
-        if labels.shape[0] != n:
-            raise TosaInputError(f"{labels.shape[0]} labels for {n} samples")
-        fn = METRICS[metric] if isinstance(metric, str) else metric
         name = metric if isinstance(metric, str) else getattr(metric, "__name__", "metric")
-        if predictions is None and isinstance(metric, str):
-            raise TosaInputError(f"metric {metric!r} needs a class score vector per sample; the "
-                                 f"first output has shape {list(model.outputs[0].shape)}")
-        value = float(fn(predictions if predictions is not None else first_out, labels))
+        if isinstance(metric, str) and _top_k(metric):
+            value = float(extra[f"top{min(_top_k(metric), per[class_axis])}"])
+        else:
+            fn = METRICS[metric] if isinstance(metric, str) else metric
+            value = float(fn(predictions if predictions is not None else first_out, labels))
     return EvalResult(outputs, predictions, value, name, n, seconds, len(devices), batch,
-                      first_batch_seconds=first_seconds)
+                      first_batch_seconds=first_seconds, extra=extra)

@@ -215,9 +215,15 @@ def evaluate_block(graph: Graph, block: Block, args: Sequence[Any]) -> tuple[Any
 
 
 def run_block(graph: Graph, block: Block, args: Sequence[Any],
-              state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+              state: dict[str, Any], keep: dict[str, Any] | None = None,
+              ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Trace ``block`` on ``args`` with the variable ``state`` ({variable name: value}, every
     variable of the graph); returns the block outputs and the state after the block.
+
+    ``keep``: when given, every value of this block (its inputs and each operator's outputs,
+    variable writes included) is also stored there by tensor name, for ``tosa_jax.inspect``.
+    Blocks that control-flow operators run are not walked into: their values live inside
+    ``lax.cond`` / ``lax.while_loop``.
 
     Pure: nothing outside is changed, so control-flow lowerings can run it inside ``lax.cond``
     and ``lax.while_loop`` (it is their ``node.run_block``). Variable tensors are read from and
@@ -226,6 +232,8 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
     state = dict(state)
     keys = {n: t.variable_key for n, t in block.tensors.items() if t.variable}
     env: dict[str, Any] = dict(zip(block.inputs, args, strict=False))
+    if keep is not None:
+        keep.update(env)
 
     def value(name: str) -> Any:
         return state[keys[name]] if name in keys else env[name]
@@ -265,6 +273,8 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
                 state[keys[t.name]] = value_  # a write to a variable
             else:
                 env[t.name] = value_
+            if keep is not None:
+                keep[t.name] = value_
     return tuple(value(n) for n in block.outputs), state
 
 

@@ -158,6 +158,9 @@ class Model:
         self.cache = open_cache(cache)
         self.compile_source: str | None = None  # "cache" or "compiled", for the last build
         self._digest = digest  # SHA-256 of the graph's bytes; None: computed when first needed
+        # tosa_jax.inspect: jitted intermediates functions, and their executables by signature
+        self._kept: dict[tuple[Any, ...], Any] = {}
+        self._kept_exes: dict[tuple[Any, ...], Any] = {}
 
     def _functions(self) -> None:
         graph = self.graph
@@ -406,6 +409,50 @@ class Model:
         outs = tuple(wide_to_numpy(o) if isinstance(o, Wide) else o
                      for o in self._execute(args, kwargs))
         return outs[0] if len(outs) == 1 else outs
+
+    # -- intermediates (tosa_jax.inspect) -------------------------------------------------
+
+    def _intermediates_jit(self, names: tuple[str, ...], batched: bool) -> Any:
+        """One jitted function per choice of tensors: (state, *inputs) -> {name: value}."""
+        key = (names, batched)
+        if key not in self._kept:
+            from tosa_jax.inspect import intermediates_function
+
+            fn = intermediates_function(self.graph, names)
+            if batched:
+                inner = fn
+
+                def fn(state: dict[str, Any], *xs: Any) -> dict[str, Any]:
+                    return jax.vmap(lambda *a: inner(state, *a))(*xs)
+            self._kept[key] = jax.jit(fn)
+        return self._kept[key]
+
+    def _run_kept(self, names: tuple[str, ...], batched: bool, args: tuple[Any, ...]) -> Any:
+        """Compile the intermediates function once per signature (not through the persistent
+        cache), refuse an executable over ``limits.max_bytes`` (arguments, kept tensors,
+        temporaries) before it runs, and run it."""
+        sig = (names, batched, self._signature(args))
+        exe = self._kept_exes.get(sig)
+        if exe is None:
+            exe = self._intermediates_jit(names, batched).lower(*args).compile()
+            need, temp = compiled_bytes(exe)
+            if need > self.limits.max_bytes:
+                raise TosaLimitError(
+                    f"compiled with {len(names)} kept tensors, the graph needs {need} bytes "
+                    f"({human_bytes(need)}; {temp} bytes of temporaries), over the limit of "
+                    f"{self.limits.max_bytes} bytes ({human_bytes(self.limits.max_bytes)}); "
+                    "nothing was run: keep fewer tensors or samples, or raise max_bytes")
+            self._kept_exes[sig] = exe
+        return exe(*args)
+
+    def intermediates(self, *inputs: Any, names: Any = None, constants: bool = False,
+                      batched: bool = False) -> dict[str, np.ndarray]:
+        """Every tensor of the entry block (or the ``names`` chosen), by name, from one compiled
+        call; ``batched=True``: inputs stacked on a leading sample axis, one vmapped call. See
+        ``tosa_jax.inspect.intermediates`` (constants, control flow, memory limits)."""
+        from tosa_jax.inspect import intermediates
+
+        return intermediates(self, *inputs, names=names, constants=constants, batched=batched)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run on inputs given by name; returns numpy outputs by name."""
