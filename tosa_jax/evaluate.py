@@ -237,6 +237,34 @@ class _Progress:
         sys.stderr.flush()
 
 
+def _compiled_step(model: Model, mesh: Mesh, args: list[Any], chunk: int) -> Any:
+    """The batched function, sharded over ``mesh``, compiled for the signature of ``args``:
+    built, traced, compiled and checked against ``limits.max_bytes`` once per model and key
+    (argument shapes and dtypes, devices, chunk, x64), then kept on the model, so a second
+    ``evaluate`` call on the same model neither traces nor compiles."""
+    leaves = jax.tree.leaves(args)
+    key = (tuple((a.shape, str(a.dtype)) for a in leaves),
+           tuple((d.platform, d.process_index, d.id) for d in mesh.devices.flat),
+           chunk, bool(jax.config.jax_enable_x64))
+    cache = model._evaluate_cache
+    compiled = cache.get(key)
+    if compiled is not None:
+        return compiled
+    # each device runs its own shard of the batch: no communication between devices
+    step = jax.jit(jax.shard_map(batched(model.fn, chunk), mesh=mesh,
+                                 in_specs=PartitionSpec("batch"),
+                                 out_specs=PartitionSpec("batch")))
+    compiled = step.lower(*args).compile()
+    need, _ = compiled_bytes(compiled)
+    devices = mesh.devices.size
+    if need > model.limits.max_bytes * devices:
+        raise TosaLimitError(
+            f"a batch of {leaves[0].shape[0]} samples needs {human_bytes(need)} of memory, over "
+            f"the limit of {human_bytes(model.limits.max_bytes)} per device: lower batch_size")
+    cache[key] = compiled
+    return compiled
+
+
 def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
              metric: str | Metric | None = "accuracy", batch_size: int = 256,
              devices: Sequence[jax.Device] | None = None,
@@ -305,10 +333,6 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     batch = per_device * len(devices)
     mesh = Mesh(np.array(devices), ("batch",))
     sharding = NamedSharding(mesh, PartitionSpec("batch"))
-    # each device runs its own shard of the batch: no communication between devices
-    step = jax.jit(jax.shard_map(batched(model.fn, chunk), mesh=mesh,
-                                 in_specs=PartitionSpec("batch"),
-                                 out_specs=PartitionSpec("batch")))
 
     def put(start: int) -> list[Any]:
         idx = np.minimum(np.arange(start, start + batch), n - 1)  # pad with the last sample
@@ -322,12 +346,7 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     bar = _Progress(n, sys.stderr.isatty() if progress is None else progress)
     t0 = time.perf_counter()
     first = put(0)
-    compiled = step.lower(*first).compile()  # every batch has this one signature
-    need, _ = compiled_bytes(compiled)
-    if need > model.limits.max_bytes * len(devices):
-        raise TosaLimitError(
-            f"a batch of {batch} samples needs {human_bytes(need)} of memory, over the "
-            f"limit of {human_bytes(model.limits.max_bytes)} per device: lower batch_size")
+    compiled = _compiled_step(model, mesh, first, chunk)  # every batch has this one signature
     collected: list[list[np.ndarray]] = []
     pending: tuple[tuple[Any, ...], int] | None = None
     first_seconds = 0.0

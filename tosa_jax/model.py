@@ -161,6 +161,8 @@ class Model:
         # tosa_jax.inspect: jitted intermediates functions, and their executables by signature
         self._kept: dict[tuple[Any, ...], Any] = {}
         self._kept_exes: dict[tuple[Any, ...], Any] = {}
+        # evaluate()'s compiled batched functions, by signature, devices, chunk and x64
+        self._evaluate_cache: dict[tuple[Any, ...], Any] = {}
 
     def _functions(self) -> None:
         graph = self.graph

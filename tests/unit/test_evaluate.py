@@ -174,3 +174,33 @@ def test_cli_eval(tmp_path) -> None:
     np.testing.assert_array_equal(out, single)
     accuracy = float(np.mean(single.argmax(axis=1) == labels))
     assert f"accuracy: {accuracy:.4f}" in proc.stdout
+
+
+def test_second_call_neither_traces_nor_compiles() -> None:
+    """The compiled batched function is kept on the model: a second evaluate() of the same
+    signature runs it again (no trace, no XLA compilation: JAX reports both through
+    jax.monitoring), with the same result; another batch shape compiles its own."""
+    from jax._src import monitoring
+    from jax._src.dispatch import BACKEND_COMPILE_EVENT, JAXPR_TRACE_EVENT
+
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    xs = _samples(model, 12, seed=7)
+    events: list[str] = []
+
+    def listen(event: str, duration: float, **_: object) -> None:
+        events.append(event)
+
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        first = tosa_jax.evaluate(model, xs, batch_size=8, progress=False)
+        assert JAXPR_TRACE_EVENT in events and BACKEND_COMPILE_EVENT in events, events
+        events.clear()
+        again = tosa_jax.evaluate(model, xs, batch_size=8, progress=False)
+        assert JAXPR_TRACE_EVENT not in events and BACKEND_COMPILE_EVENT not in events, events
+        name = model.outputs[0].name
+        np.testing.assert_array_equal(again.outputs[name], first.outputs[name])
+        tosa_jax.evaluate(model, xs, batch_size=4, progress=False)  # a new batch shape
+        assert JAXPR_TRACE_EVENT in events and BACKEND_COMPILE_EVENT in events
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+    assert len(model._evaluate_cache) == 2
