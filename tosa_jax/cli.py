@@ -17,8 +17,9 @@ from tosa_jax.errors import TosaError, TosaInputError
 from tosa_jax.model import Model, load, read_source
 
 
-def _parse_inputs(model: Model, specs: list[str]) -> dict[str, np.ndarray]:
-    """``NAME=FILE.npy`` pairs, or plain files in the graph's input order."""
+def _parse_inputs(model: Model, specs: list[str], mmap: bool = False) -> dict[str, np.ndarray]:
+    """``NAME=FILE.npy`` pairs, or plain files in the graph's input order; ``mmap``: mapped,
+    not read (``eval`` reads only the samples of its own share)."""
     names = [s.name for s in model.inputs]
     inputs: dict[str, np.ndarray] = {}
     for i, spec in enumerate(specs):
@@ -28,7 +29,7 @@ def _parse_inputs(model: Model, specs: list[str]) -> dict[str, np.ndarray]:
                 raise TosaInputError(f"{len(specs)} input files given; the graph takes {names}")
             name = names[i]
         try:
-            inputs[name] = np.load(path, allow_pickle=False)
+            inputs[name] = np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
         except (OSError, ValueError) as e:
             raise TosaInputError(f"input {name!r}: cannot read {path}: {e}") from e
     return inputs
@@ -128,8 +129,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
             jax.config.update("jax_num_cpu_devices", args.host_devices)
         except RuntimeError as e:
             raise TosaInputError(f"--host-devices: {e}") from e
+    given = [args.coordinator, args.num_processes, args.process_id]
+    if any(v is not None for v in given):
+        if any(v is None for v in given):
+            raise TosaInputError("several processes need all of --coordinator, --num-processes "
+                                 "and --process-id")
+        if not 0 <= args.process_id < args.num_processes:
+            raise TosaInputError(f"--process-id {args.process_id} is not in 0 to "
+                                 f"--num-processes - 1 = {args.num_processes - 1}")
+        try:  # JAX's own multi-process runtime; before any backend starts
+            jax.distributed.initialize(args.coordinator, num_processes=args.num_processes,
+                                       process_id=args.process_id,
+                                       initialization_timeout=args.timeout)
+        except (RuntimeError, ValueError) as e:
+            raise TosaInputError(f"cannot join the {args.num_processes} processes through "
+                                 f"{args.coordinator}: {e}") from e
+    lead = jax.process_index() == 0  # the process that prints and writes
     model = load(args.graph, device=args.device)
-    samples = _parse_inputs(model, args.inputs)
+    samples = _parse_inputs(model, args.inputs, mmap=True)
     labels = None
     if args.labels:
         try:
@@ -137,7 +154,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as e:
             raise TosaInputError(f"cannot read labels {args.labels}: {e}") from e
     result = evaluate(model, samples, labels=labels, metric=args.metric,
-                      batch_size=args.batch_size, progress=not args.quiet, axis=args.axis)
+                      batch_size=args.batch_size, progress=lead and not args.quiet,
+                      axis=args.axis)
+    if not lead:
+        return 0
     out_dir = Path(args.output_dir) if args.output_dir else None
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -145,7 +165,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             np.save(out_dir / f"{name}.npy", value)
         if result.predictions is not None:
             np.save(out_dir / "predictions.npy", result.predictions)
-    print(f"{result.samples} samples on {result.devices} device(s), batch {result.batch_size}: "
+    where = f" in {result.processes} processes" if result.processes > 1 else ""
+    print(f"{result.samples} samples on {result.devices} device(s){where}, batch "
+          f"{result.batch_size}: "
           f"{result.seconds:.3f} s ({result.samples_per_second:.1f} samples/s; first batch "
           f"with compilation {result.first_batch_seconds:.3f} s)")
     for name, value in result.outputs.items():
@@ -346,6 +368,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", help="JAX platform to run on: cpu or gpu (default: JAX's)")
     p.add_argument("--host-devices", type=int, metavar="N",
                    help="split the CPU into N JAX devices and shard batches over them")
+    p.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="several processes or hosts (jax.distributed): the address of process 0; "
+                        "run the same command in each, with its --process-id; each runs its "
+                        "share of the samples, process 0 prints and writes the results")
+    p.add_argument("--num-processes", type=int, metavar="N", help="processes in all")
+    p.add_argument("--process-id", type=int, metavar="I", help="this process, 0 to N-1")
+    p.add_argument("--timeout", type=int, default=300, metavar="S",
+                   help="seconds to wait for all processes to join (default 300)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_eval)
     p = sub.add_parser("partition", help="place a graph on NPU/GPU/CPU device models: partitions, "

@@ -6,18 +6,28 @@ split across all local JAX devices along the batch axis (``jax.shard_map``: each
 samples (``batched``). Every sample is computed by the same lowering as a single call, so
 integer results are bit-identical to running the samples one by one; batching changes only how
 many run at once.
+
+Several processes or hosts: after ``jax.distributed.initialize(...)`` in each process (``tosa-jax
+eval --coordinator HOST:PORT --num-processes N --process-id I``), every process calls ``evaluate``
+with the same dataset; the mesh then spans the devices of all processes (one SPMD program, as JAX
+runs it across hosts), each process reads and runs only the samples of its own devices' shards,
+and the outputs are gathered so that every process returns all of them. XLA's CPU backend runs
+such programs across processes in jax 0.10.2 (its cross-process collectives use gloo, the
+default); the program itself has no collective, only the gather of the outputs does.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tosa_jax.errors import TosaInputError, TosaLimitError
@@ -34,6 +44,7 @@ class EvalResult:
     """What ``evaluate`` returns.
 
     ``outputs``: every graph output by name, stacked over the samples ([N, ...]).
+    ``devices``: over all ``processes`` (``jax.distributed``).
     ``predictions``: the arg-max class of the first output per sample, along its class axis
     (``None`` when a sample's output has no single axis longer than 1 and none was named).
     ``metric``: the metric's value when labels were given, else ``None``.
@@ -48,6 +59,7 @@ class EvalResult:
     devices: int
     batch_size: int
     first_batch_seconds: float = 0.0
+    processes: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -237,6 +249,35 @@ class _Progress:
         sys.stderr.flush()
 
 
+def _global_batch(samples: np.ndarray, dtype: str, idx: np.ndarray,
+                  sharding: NamedSharding) -> Any:
+    """The samples ``idx`` of one input as a batch sharded by ``sharding``; only the rows of
+    this process's devices are read and converted (the others belong to other processes)."""
+    leaves, tree = jax.tree.flatten(host_to_value(samples[idx[:1]], dtype))
+
+    def rows(index: tuple[slice, ...], leaf: int) -> np.ndarray:
+        return np.asarray(jax.tree.leaves(host_to_value(samples[idx[index[0]]], dtype))[leaf])
+
+    return jax.tree.unflatten(tree, [
+        jax.make_array_from_callback((len(idx), *x.shape[1:]), sharding,
+                                     lambda index, j=j: rows(index, j))
+        for j, x in enumerate(leaves)])
+
+
+def _check_same_everywhere(arrays: list[np.ndarray], n: int, batch_size: int,
+                           chunk: int) -> None:
+    """Across processes: the same number and shapes of samples and options, or a clear error
+    (a mismatch would otherwise hang or mix the processes' datasets)."""
+    sig = repr((n, [(a.shape, str(a.dtype)) for a in arrays], batch_size, chunk))
+    mine = np.array([n, zlib.crc32(sig.encode()) & 0x7FFFFFFF], np.int32)
+    every = multihost_utils.process_allgather(mine)
+    if not (every == mine).all():
+        raise TosaInputError(
+            "evaluate() across processes needs the same samples and options in every process; "
+            f"got sample counts {every[:, 0].tolist()} by process (or different shapes, dtypes, "
+            "batch_size or chunk)")
+
+
 def _compiled_step(model: Model, mesh: Mesh, args: list[Any], chunk: int) -> Any:
     """The batched function, sharded over ``mesh``, compiled for the signature of ``args``:
     built, traced, compiled and checked against ``limits.max_bytes`` once per model and key
@@ -278,7 +319,9 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     ``metric`` ("accuracy", or a callable ``metric(predictions, labels) -> float``).
     ``batch_size`` is rounded up to a multiple of the device count; the last batch is padded
     (with copies of its last sample, whose outputs are dropped). ``devices``: default all of
-    JAX's local devices (the model's own device when it was loaded with one).
+    JAX's devices, across all processes when ``jax.distributed`` is initialized (then every
+    process must call ``evaluate`` with the same samples and options; each runs its share and
+    all return every output); of the model's platform when it was loaded with a device.
     ``progress``: a progress bar on stderr (default: when stderr is a terminal). ``chunk``:
     samples vmapped together inside each device's loop (see ``batched``).
 
@@ -324,8 +367,14 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
         labels = _check_labels(labels, n, per, class_axis)
 
     if devices is None:
-        devices = [model.device] if model.device is not None else jax.local_devices()
+        platform = model.device.platform if model.device is not None else None
+        devices = jax.devices(platform)  # every process's devices, in process order
+        if jax.process_count() == 1 and model.device is not None:
+            devices = [model.device]
     devices = list(devices)
+    processes = len({d.process_index for d in devices})
+    if processes > 1:
+        _check_same_everywhere(arrays, n, batch_size, chunk)
     if chunk < 1:
         raise TosaInputError(f"chunk must be at least 1, got {chunk}")
     per_device = -(-min(batch_size, n) // len(devices))
@@ -336,10 +385,11 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
 
     def put(start: int) -> list[Any]:
         idx = np.minimum(np.arange(start, start + batch), n - 1)  # pad with the last sample
-        return [jax.device_put(host_to_value(a[idx], s.dtype), sharding)
-                for a, s in zip(arrays, model.inputs)]
+        return [_global_batch(a, s.dtype, idx, sharding) for a, s in zip(arrays, model.inputs)]
 
     def to_host(outs: tuple[Any, ...], count: int) -> list[np.ndarray]:
+        if processes > 1:  # the other processes' shards: gathered to every process
+            outs = multihost_utils.process_allgather(outs, tiled=True)
         return [(wide_to_numpy(o) if isinstance(o, Wide) else np.asarray(o))[:count]
                 for o in outs]
 
@@ -387,4 +437,5 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
             fn = METRICS[metric] if isinstance(metric, str) else metric
             value = float(fn(predictions if predictions is not None else first_out, labels))
     return EvalResult(outputs, predictions, value, name, n, seconds, len(devices), batch,
-                      first_batch_seconds=first_seconds, extra=extra)
+                      first_batch_seconds=first_seconds, extra=extra,
+                      processes=processes)

@@ -1,0 +1,108 @@
+"""``tosa-jax eval`` across several processes (jax.distributed, here two local CPU processes on
+127.0.0.1): each runs its share of the samples on a mesh over both processes' devices, and the
+outputs are those of one process, bit for bit (integer graphs: of single calls, which the other
+evaluate tests tie to the reference model)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tj_oracle import FIXTURES
+
+import tosa_jax
+
+TIMEOUT = 240  # seconds for a whole group of processes; joining waits at most 120 s
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _eval(graph: Path, samples: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tosa_jax.cli", "eval", str(graph), str(samples), "-q",
+            "-o", str(out), "--timeout", "120", *extra]
+
+
+def _run_together(commands: list[list[str]]) -> list[subprocess.CompletedProcess[str]]:
+    """Start the commands at once and wait for all (killing all after TIMEOUT seconds)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for c in commands]
+    done = []
+    try:
+        for c, p in zip(commands, procs):
+            stdout, stderr = p.communicate(timeout=TIMEOUT)
+            done.append(subprocess.CompletedProcess(c, p.returncode, stdout, stderr))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return done
+
+
+def _processes(graph: Path, samples: Path, out: Path, n: int, *extra: str,
+               samples_of: dict[int, Path] | None = None) -> list[subprocess.CompletedProcess]:
+    port = _free_port()
+    return _run_together([
+        _eval(graph, (samples_of or {}).get(i, samples), out, "--coordinator",
+              f"127.0.0.1:{port}", "--num-processes", str(n), "--process-id", str(i), *extra)
+        for i in range(n)])
+
+
+def test_two_processes_equal_single_calls(tmp_path: Path) -> None:
+    """INT8 CNN, 19 samples in batches of 8 (the last one padded) over 2 processes x 2 host
+    devices each: the outputs equal single calls, and the metric is computed over all."""
+    graph = FIXTURES / "cnn_int8.tosa"
+    model = tosa_jax.load(graph)
+    spec = model.inputs[0]
+    xs = np.random.default_rng(11).integers(-128, 128, (19, *spec.shape[1:])).astype(np.int8)
+    labels = np.arange(19) % 10
+    np.save(tmp_path / "xs.npy", xs)
+    np.save(tmp_path / "y.npy", labels)
+    runs = _processes(graph, tmp_path / "xs.npy", tmp_path / "out", 2, "-b", "8",
+                      "--host-devices", "2", "--labels", str(tmp_path / "y.npy"))
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert "19 samples on 4 device(s) in 2 processes, batch 8" in runs[0].stdout
+    assert "samples on" not in runs[1].stdout  # process 0 prints and writes (gloo chats)
+    got = np.load(tmp_path / "out" / f"{model.outputs[0].name}.npy")
+    single = np.stack([np.asarray(model(x[None]))[0] for x in xs])
+    np.testing.assert_array_equal(got, single)
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "predictions.npy"),
+                                  single.argmax(axis=1))
+    assert f"accuracy: {np.mean(single.argmax(axis=1) == labels):.4f}" in runs[0].stdout
+
+
+@pytest.mark.parametrize("name", ["cnn_fp32"])
+def test_two_processes_equal_one_process_fp32(tmp_path: Path, name: str) -> None:
+    """FP32: 2 processes x 1 device run the same per-device program as 1 process x 2 host
+    devices, so their outputs are bit-identical; a process given other samples is refused."""
+    graph = FIXTURES / f"{name}.tosa"
+    model = tosa_jax.load(graph)
+    spec = model.inputs[0]
+    xs = np.random.default_rng(12).standard_normal((10, *spec.shape[1:])).astype(np.float32)
+    np.save(tmp_path / "xs.npy", xs)
+    np.save(tmp_path / "fewer.npy", xs[:9])
+    one = _run_together([_eval(graph, tmp_path / "xs.npy", tmp_path / "one", "-b", "4",
+                               "--host-devices", "2")])[0]
+    assert one.returncode == 0, one.stderr
+    runs = _processes(graph, tmp_path / "xs.npy", tmp_path / "two", 2, "-b", "4")
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    out = f"{model.outputs[0].name}.npy"
+    np.testing.assert_array_equal(np.load(tmp_path / "two" / out), np.load(tmp_path / "one" / out))
+    bad = _processes(graph, tmp_path / "xs.npy", tmp_path / "bad", 2, "-b", "4",
+                     samples_of={1: tmp_path / "fewer.npy"})
+    for r in bad:
+        assert r.returncode == 2, r.stderr
+        assert "same samples and options in every process" in r.stderr
+        assert "[10, 9]" in r.stderr
