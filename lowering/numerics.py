@@ -174,7 +174,8 @@ def wide_mul32(a: Array, b: Array) -> Wide:
         au, bu = bitcast_u32(a), bitcast_u32(b)
     hi, lo = _mul_u32(au, bu)
     # Two's-complement correction of the unsigned product: subtract b<<32 if a<0, a<<32 if b<0.
-    hi = hi - jnp.where(a < 0, bu, 0).astype(U32) - jnp.where(b < 0, au, 0).astype(U32)
+    # (typed zeros: a Python 0 is an int64 constant under jax_enable_x64)
+    hi = hi - jnp.where(a < 0, bu, U32(0)) - jnp.where(b < 0, au, U32(0))
     return Wide(bitcast_i32(hi), lo)
 
 
