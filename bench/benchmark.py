@@ -41,6 +41,10 @@ than a short batch-1 call): the CPU time of each measurement (all threads of the
 is recorded beside it, with ratios of its own, as the load-robust figure. The workers inherit the
 environment (``XLA_FLAGS``, ``JAX_PLATFORMS``...).
 
+On a GPU (``--platform gpu``; ``scripts/gpu_check.sh`` runs it with the INT conformance slice):
+tosa_jax also runs every graph on the GPU, its outputs checked against the reference model like
+the others (integers identical); the GPU table follows the CPU one.
+
 IREE runs in its own environment (``--iree-python``, default ``/work/venv-iree/bin/python`` or
 ``$TOSA_JAX_IREE_PYTHON``): its numpy pin differs from tosa-tools'.
 """
@@ -150,8 +154,8 @@ def _save_outputs(path: Path, outs: list[Any]) -> None:
 
 
 def worker_tosa_jax(args: argparse.Namespace) -> dict:
-    if args.platform != "cpu":
-        os.environ["JAX_PLATFORMS"] = "cuda"
+    if args.platform == "gpu":  # JAX's name of the GPU platform: cuda (or rocm)
+        os.environ["JAX_PLATFORMS"] = os.environ.get("TOSA_JAX_GPU_PLATFORM", "cuda")
     else:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import jax
@@ -751,7 +755,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--tosa-opt", default=None)
     ap.add_argument("--scratch", default=None, help="directory for temporary files")
     ap.add_argument("--keep", action="store_true", help="keep the temporary files")
-    ap.add_argument("--no-gpu", action="store_true", help="skip tosa_jax on GPU even if present")
+    ap.add_argument("--platform", choices=["auto", "cpu", "gpu"], default="auto",
+                    help="where tosa_jax runs besides the CPU: auto (a GPU when JAX sees one), "
+                         "cpu (only), gpu (required: an error without one; exit status 1 when "
+                         "a GPU result is wrong or missing). $TOSA_JAX_GPU_PLATFORM: cuda "
+                         "(default) or rocm")
+    ap.add_argument("--no-gpu", action="store_true", help="the same as --platform cpu")
     ap.add_argument("--show", type=Path, help="print the tables of a saved JSON file and stop")
     # worker mode (internal)
     ap.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
@@ -761,7 +770,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--n-inputs", default="1", help=argparse.SUPPRESS)
-    ap.add_argument("--platform", default="cpu", help=argparse.SUPPRESS)
     ap.add_argument("--engine-tag", default="tosa_jax", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     q = args.quick
@@ -796,7 +804,10 @@ def main(argv: list[str] | None = None) -> None:
     if not models:
         raise SystemExit("no .tosa graphs found")
     machine = machine_info()
-    gpu = not args.no_gpu and gpu_available()
+    gpu = args.platform != "cpu" and not args.no_gpu and gpu_available()
+    if args.platform == "gpu" and not gpu:
+        raise SystemExit("--platform gpu: JAX sees no GPU (install jax[cuda12] or the ROCm "
+                         "plugin, and check JAX_PLATFORMS)")
     settings = {k: getattr(args, k) for k in ("batch", "repeat", "repeat_b", "repeat_ref",
                                               "repeat_cli", "warmup", "budget", "ref_budget",
                                               "quick")}
@@ -811,6 +822,12 @@ def main(argv: list[str] | None = None) -> None:
             args.json.write_text(json.dumps({"machine": machine, "settings": settings,
                                              "results": rows}, indent=1, default=str))
     print_table(rows, machine, args.batch)
+    if args.platform == "gpu":
+        bad = [r["graph"] for r in rows if "error" in r.get("tosa_jax_gpu", {"error": 1})
+               or r["tosa_jax_gpu"].get("check", {}).get("match") is not True]
+        if bad:
+            raise SystemExit(f"tosa_jax on GPU failed or disagreed with the reference model on "
+                             f"{bad}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+"""Graphs export for CUDA and ROCm (``jax.export`` lowers for a platform without its hardware),
+with nothing that ties integer exactness to the CPU: no 64-bit types (x64 off or on), no CPU-only
+custom calls, and the very module the CPU runs (checked bit-exact by the other tests and the
+conformance suite). bench/gpu_export.py does the scans; the whole slice is the slow test."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from tj_oracle import FIXTURES
+
+import tosa_jax
+
+REPO = Path(__file__).resolve().parents[2]
+SLICE_SAMPLE = 25  # every 25th test of the CI conformance slice (about 28 graphs)
+
+
+def _gpu_export() -> ModuleType:
+    name = "tosa_jax_bench_gpu_export"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "gpu_export.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+ge = _gpu_export()
+
+
+def test_scan_finds_what_it_looks_for() -> None:
+    """The scanner itself, on a module that has each thing it looks for."""
+
+    def f(x: jax.Array, w: jax.Array, y: jax.Array) -> tuple[jax.Array, ...]:
+        conv = jax.lax.conv_general_dilated(x, w, (1,), "VALID",
+                                            preferred_element_type=jnp.int32)
+        dot = jnp.dot(x[0].T, w[:, :, 0].T, preferred_element_type=jnp.int32)
+        fdot = jnp.dot(y, y)  # DEFAULT precision
+        return conv, dot, fdot, jnp.linalg.cholesky(y @ y.T + 4 * jnp.eye(3))
+
+    args = (jax.ShapeDtypeStruct((1, 2, 5), np.int8), jax.ShapeDtypeStruct((3, 2, 1), np.int8),
+            jax.ShapeDtypeStruct((3, 3), np.float32))
+    with jax.enable_x64(True):
+        text = jax.export.export(jax.jit(lambda *a: (*f(*a), jnp.arange(3))),
+                                 platforms=["cpu"])(*args).mlir_module()
+    found = ge.scan(text)
+    assert found.int_convolutions == {"i8,i8->i32": 1}
+    assert found.int_dots == {"i8,i8->i32": 1}
+    assert found.float_below_highest >= 1
+    assert found.wide_types.get("i64")  # jnp.arange under x64
+    assert found.cpu_only_calls and "lapack" in found.cpu_only_calls[0]  # CPU's Cholesky
+    assert len(found.problems()) == 2
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_fixtures_export_for_gpu(x64: bool) -> None:
+    paths = sorted(FIXTURES.glob("*.tosa"))
+    assert len(paths) >= 5
+    with jax.enable_x64(x64):
+        results = [ge.check_graph(p, "fixtures") for p in paths]
+    for r in results:
+        assert r.error is None, r.error
+        for platform in ge.PLATFORMS:
+            e = r.platforms[platform]
+            assert e.get("ok"), (r.graph, platform, e.get("error") or e.get("problems"))
+            assert e["same_as_cpu"], (r.graph, platform)
+            assert e["custom_calls"] == {}
+
+
+def test_multi_platform_artifact_runs_on_cpu_bit_exact() -> None:
+    """One artifact for CPU, CUDA and ROCm (as it would be shipped): serialized, read back and
+    run here on the CPU, it gives model()'s result bit for bit."""
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa")
+    exp = ge.export(model, ["cpu", "cuda", "rocm"])
+    assert exp.platforms == ("cpu", "cuda", "rocm")
+    back = jax.export.deserialize(exp.serialize())
+    x = np.load(FIXTURES / "cnn_int8.input.npy")
+    (got,) = back.call(x)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(model(x)))
+
+
+def _slice(every: int) -> list[Path]:
+    conf = ge._load_conformance()
+    if conf.tosa_tools_version() is None:
+        pytest.skip("tosa-tools is not installed: no conformance slice")
+    return ge.sample(ge.slice_tests(), every)
+
+
+def _check_all(paths: list[Path]) -> None:
+    results = [ge.check_graph(p, "slice") for p in paths]
+    failed = [(r.graph, r.error or {p: e.get("error") or e.get("problems")
+                                    for p, e in r.platforms.items() if not e.get("ok")})
+              for r in results if not r.ok]
+    assert not failed, failed
+    assert all(e["same_as_cpu"] for r in results for e in r.platforms.values())
+
+
+def test_conformance_slice_sample_exports_for_gpu() -> None:
+    paths = _slice(SLICE_SAMPLE)
+    assert len(paths) >= 20
+    _check_all(paths)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("x64", [False, True])
+def test_whole_conformance_slice_exports_for_gpu(x64: bool) -> None:
+    paths = _slice(1)
+    with jax.enable_x64(x64):
+        _check_all(paths)
