@@ -17,8 +17,10 @@ single-platform export; the exported module is serialized (a shippable artifact)
 * **custom calls**: every target. A CPU-only one (LAPACK, DUCC, host callbacks) fails the graph;
   others are reported.
 * **integer convolutions and dots** (``stablehlo.convolution``/``dot_general`` on integer
-  operands): portable StableHLO, but XLA's GPU backend implements integer convolutions only in
-  cuDNN's int8 forms (jax-ml/jax#7637): reported, to be proven by ``scripts/gpu_check.sh``.
+  operands): portable StableHLO, but XLA's GPU backend runs integer convolutions only through
+  cuDNN's int8 path (jax-ml/jax#7637; int32 operands do not compile), where grouped ones
+  (``feature_group_count`` > 1) have an open wrong-result bug (openxla/xla#49123): reported
+  ("grouped" marks those), to be proven on a GPU by ``scripts/gpu_check.sh``.
 * **float contractions below HIGHEST precision**: on a GPU, DEFAULT precision lets XLA use TF32
   (FP32 inputs rounded to 10 mantissa bits); reported.
 
@@ -50,6 +52,7 @@ WIDE_TYPE = re.compile(r"tensor<(?:[0-9?]+x)*((?:ui|i|f)64|complex<f(?:32|64)>)>
 CUSTOM_CALL = re.compile(r'(?:call_target_name = "|stablehlo\.custom_call @)([\w$.\-]+)')
 CONTRACTION = re.compile(rf"stablehlo\.(convolution|dot_general)\b.*: \(({_TENSOR}), "
                          rf"({_TENSOR})\) -> ({_TENSOR})")
+GROUPS = re.compile(r"feature_group_count = (\d+)")
 CPU_ONLY_CALL = re.compile(r"lapack|ducc|cpu|host_callback|pocketfft", re.IGNORECASE)
 
 
@@ -99,7 +102,9 @@ def scan(text: str) -> Scan:
             continue
         op, lhs, rhs, out = m.group(1), *(element_type(t) for t in m.groups()[1:])
         if _is_int(lhs) or _is_int(rhs):
-            (convs if op == "convolution" else dots)[f"{lhs},{rhs}->{out}"] += 1
+            groups = GROUPS.search(line) if op == "convolution" else None
+            grouped = "" if groups is None or groups.group(1) == "1" else " grouped"
+            (convs if op == "convolution" else dots)[f"{lhs},{rhs}->{out}{grouped}"] += 1
         elif "HIGHEST" not in line:
             s.float_below_highest += 1
     s.int_convolutions, s.int_dots = dict(convs), dict(dots)

@@ -322,8 +322,8 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     JAX's devices, across all processes when ``jax.distributed`` is initialized (then every
     process must call ``evaluate`` with the same samples and options; each runs its share and
     all return every output); of the model's platform when it was loaded with a device.
-    ``progress``: a progress bar on stderr (default: when stderr is a terminal). ``chunk``:
-    samples vmapped together inside each device's loop (see ``batched``).
+    ``progress``: a progress bar on stderr (default: when stderr is a terminal, in process 0).
+    ``chunk``: samples vmapped together inside each device's loop (see ``batched``).
 
     Metrics on class scores ("accuracy", "top<k>") are refused, before anything runs, on a first
     output that is not [N, classes] once size-1 axes are squeezed, unless ``axis`` names the
@@ -393,7 +393,8 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
         return [(wide_to_numpy(o) if isinstance(o, Wide) else np.asarray(o))[:count]
                 for o in outs]
 
-    bar = _Progress(n, sys.stderr.isatty() if progress is None else progress)
+    bar = _Progress(n, (sys.stderr.isatty() and jax.process_index() == 0) if progress is None
+                    else progress)
     t0 = time.perf_counter()
     first = put(0)
     compiled = _compiled_step(model, mesh, first, chunk)  # every batch has this one signature
