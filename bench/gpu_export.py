@@ -11,7 +11,8 @@ single-platform export; the exported module is serialized (a shippable artifact)
 * **same as CPU**: the serialized StableHLO is byte-identical to the CPU export's, so the GPU runs
   op for op the program the CPU tests and the conformance suite check bit-exact; only XLA's
   backend differs.
-* **64-bit types**: i64/ui64/f64 (or complex) element types anywhere in the module. TOSA's INT48
+* **64-bit types**: i64/ui64/f64 (or complex) element types of values (not of attributes such as
+  reduce_window's padding) anywhere in the module. TOSA's INT48
   and the 64-bit steps of RESCALE are carried as 32-bit pairs (``numerics.Wide``), so none may
   appear, with ``jax_enable_x64`` off or on.
 * **custom calls**: every target. A CPU-only one (LAPACK, DUCC, host callbacks) fails the graph;
@@ -48,6 +49,8 @@ ZOO_DIR = Path(os.environ.get("TOSA_JAX_ZOO_DIR") or REPO / ".cache" / "zoo")
 PLATFORMS = ("cuda", "rocm")
 
 _TENSOR = r"tensor<[^>]*>"
+# an attribute's typed value (reduce_window's padding is dense<...> : tensor<4x2xi64>): not data
+DENSE_ATTRIBUTE = re.compile(r"\b(?!value\b)[\w.]+ = dense<[^>]*> : tensor<[^>]*>")
 WIDE_TYPE = re.compile(r"tensor<(?:[0-9?]+x)*((?:ui|i|f)64|complex<f(?:32|64)>)>")
 CUSTOM_CALL = re.compile(r'(?:call_target_name = "|stablehlo\.custom_call @)([\w$.\-]+)')
 CONTRACTION = re.compile(rf"stablehlo\.(convolution|dot_general)\b.*: \(({_TENSOR}), "
@@ -92,7 +95,8 @@ class Scan:
 def scan(text: str) -> Scan:
     """Scan a StableHLO module's text."""
     s = Scan(lines=text.count("\n"))
-    s.wide_types = dict(Counter(m.group(1) for m in WIDE_TYPE.finditer(text)))
+    values = DENSE_ATTRIBUTE.sub("", text)
+    s.wide_types = dict(Counter(m.group(1) for m in WIDE_TYPE.finditer(values)))
     s.custom_calls = dict(Counter(CUSTOM_CALL.findall(text)))
     convs: Counter[str] = Counter()
     dots: Counter[str] = Counter()
@@ -212,8 +216,11 @@ def sample(items: list[Path], every: int) -> list[Path]:
     return items[::max(every, 1)]
 
 
-def graphs(sources: Iterable[str], every: int = 1, jobs: int = 2) -> list[tuple[Path, str]]:
+def graphs(sources: Iterable[str], every: int = 1, jobs: int = 2,
+           paths: Iterable[Path] = ()) -> list[tuple[Path, str]]:
     out: list[tuple[Path, str]] = []
+    for p in paths:  # any graphs, or directories searched for *.tosa
+        out += [(g, "paths") for g in (sorted(p.rglob("*.tosa")) if p.is_dir() else [p])]
     for src in sources:
         if src == "fixtures":
             out += [(p, src) for p in sorted(FIXTURES.glob("*.tosa"))]
@@ -265,8 +272,11 @@ def summary(results: list[GraphResult], platforms: Iterable[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sources", nargs="+", default=["fixtures", "zoo", "slice"],
-                    help="fixtures, zoo (.cache/zoo or $TOSA_JAX_ZOO_DIR), slice")
+    ap.add_argument("--sources", nargs="*", default=["fixtures", "zoo", "slice"],
+                    help="fixtures, zoo (.cache/zoo or $TOSA_JAX_ZOO_DIR), slice; given "
+                         "empty: only --paths")
+    ap.add_argument("--paths", nargs="*", type=Path, default=[],
+                    help="more graphs, or directories searched for *.tosa")
     ap.add_argument("--sample", type=int, default=1, metavar="K",
                     help="only every K-th graph of the slice (default all)")
     ap.add_argument("--platforms", nargs="+", default=list(PLATFORMS))
@@ -277,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", args.x64)
-    todo = graphs(args.sources, args.sample, args.jobs)
+    todo = graphs(args.sources, args.sample, args.jobs, args.paths)
     results = []
     t0 = time.perf_counter()
     for i, (path, src) in enumerate(todo, 1):

@@ -58,6 +58,11 @@ def test_scan_finds_what_it_looks_for() -> None:
     assert found.wide_types.get("i64")  # jnp.arange under x64
     assert found.cpu_only_calls and "lapack" in found.cpu_only_calls[0]  # CPU's Cholesky
     assert len(found.problems()) == 2
+    # reduce_window's padding attribute is typed tensor<1x2xi64>: an attribute, not data
+    pool = jax.export.export(jax.jit(lambda v: jax.lax.reduce_window(
+        v, -jnp.inf, jax.lax.max, (2,), (1,), ((0, 1),))), platforms=["cpu"])(
+        jax.ShapeDtypeStruct((5,), np.float32)).mlir_module()
+    assert "xi64>" in pool and ge.scan(pool).wide_types == {}
 
 
 @pytest.mark.parametrize("x64", [False, True])
