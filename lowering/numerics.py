@@ -120,6 +120,10 @@ class Wide(NamedTuple):
         return Wide(f(self.hi), f(self.lo))
 
 
+# A graph with INT48 inputs or outputs exported by jax.export (model.fn) serializes them as Wide
+jax.export.register_namedtuple_serialization(Wide, serialized_name="tosa_jax.Wide")
+
+
 def wide_from_numpy(values: np.ndarray) -> Wide:
     v = np.asarray(values, dtype=np.int64)
     return Wide((v >> 32).astype(np.int32), (v & 0xFFFFFFFF).astype(np.uint32))

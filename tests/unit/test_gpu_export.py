@@ -92,6 +92,22 @@ def test_multi_platform_artifact_runs_on_cpu_bit_exact() -> None:
     np.testing.assert_array_equal(np.asarray(got), np.asarray(model(x)))
 
 
+def test_int48_inputs_and_outputs_serialize() -> None:
+    """INT48 values cross the function boundary as numerics.Wide pairs: the artifact serializes
+    them (tosa_jax registers the type with jax.export) and gives the values back exactly."""
+    from tosa_jax.lowering.numerics import wide_to_numpy
+
+    from tosa_jax.executor import host_to_value
+
+    b = tosa_jax.GraphBuilder()
+    y = b.op("IDENTITY", [b.input("x", (1, 4), "INT48")], (1, 4), "INT48")
+    model = tosa_jax.load(b.build([y]))
+    x = np.array([[1, -2, 2**40, -2**47]], np.int64)
+    exp = ge.export(model, ["cpu", "cuda", "rocm"])
+    (got,) = jax.export.deserialize(exp.serialize()).call(host_to_value(x, "INT48"))
+    np.testing.assert_array_equal(wide_to_numpy(got), x)  # IDENTITY: the input itself
+
+
 def _slice(every: int) -> list[Path]:
     conf = ge._load_conformance()
     if conf.tosa_tools_version() is None:
