@@ -81,7 +81,9 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
                                 multiplier, shift)
     else:
         value = value - in_zp  # fits int32: only 8/16-bit inputs have zero points
-        result = (apply_scale_32(value, multiplier, shift, rounding_mode == "DOUBLE_ROUND")
+        narrow = 10 if in_t in ("INT8", "INT4") else 32  # |value - zp| <= 255 for 8 bits
+        result = (apply_scale_32(value, multiplier, shift, rounding_mode == "DOUBLE_ROUND",
+                                 value_bits=narrow)
                   if scale32 else apply_scale_16(wide(value), multiplier, shift))
 
     result = result + out_zp
