@@ -7,12 +7,14 @@ from typing import Any
 from tosa_jax.lowering import Node, lowering
 from tosa_jax.lowering.numerics import wide_from_numpy
 
+from tosa_jax.ir import WIDE_TYPES
+
 
 @lowering("CONST")
 def const(node: Node) -> Any:
     """The constant's values, kept as numpy so later operators can use them before tracing."""
     data = node.out.data
-    return wide_from_numpy(data) if node.out.dtype == "INT48" else data
+    return wide_from_numpy(data) if node.out.dtype in WIDE_TYPES else data
 
 
 @lowering("IDENTITY")

@@ -29,11 +29,15 @@ U32 = jnp.uint32
 INT_RANGES: dict[str, tuple[int, int]] = {
     "INT4": (-8, 7), "INT8": (-128, 127), "INT16": (-32768, 32767),
     "INT32": (-(1 << 31), (1 << 31) - 1), "INT48": (-(1 << 47), (1 << 47) - 1),
+    "INT64": (-(1 << 63), (1 << 63) - 1),
     "UINT8": (0, 255), "UINT16": (0, 65535),
 }
 DEVICE_DTYPES = {"BOOL": jnp.bool_, "INT4": jnp.int8, "INT8": jnp.int8, "INT16": jnp.int16,
                  "INT32": jnp.int32, "FP16": jnp.float16, "BF16": jnp.bfloat16,
-                 "FP32": jnp.float32, "FP8E4M3": jnp.float8_e4m3fn, "FP8E5M2": jnp.float8_e5m2}
+                 "FP32": jnp.float32, "FP8E4M3": jnp.float8_e4m3fn, "FP8E5M2": jnp.float8_e5m2,
+                 # TOSA 1.1 (draft); INT64, like INT48, is a ``Wide`` pair, never a JAX type.
+                 "FP8UE8M0": jnp.float8_e8m0fnu, "FP4E2M1": jnp.float4_e2m1fn,
+                 "FP6E2M3": jnp.float6_e2m3fn, "FP6E3M2": jnp.float6_e3m2fn, "MXINT8": jnp.int8}
 
 
 def minimum_s(dtype: str) -> int:

@@ -40,15 +40,27 @@ from typing import Any
 import numpy as np
 from tosa_jax.profiles import spec_data
 
-from tosa_jax.ir import Block, Graph, Operator, Tensor
+from tosa_jax.ir import Block, Graph, Operator, Tensor, is_1_1
 
 SPEC_OPERATORS: dict[str, Any] = spec_data.OPERATORS
 ACC_TYPES = ("INT32", "INT48", "FP16", "FP32")
+ACC_TYPES_1_1 = ACC_TYPES + ("BF16",)
+
+
+def spec_operators(v11: bool = False) -> dict[str, Any]:
+    """The operators of TOSA 1.0.2, or of the TOSA 1.1 draft (loaded on first use: 1.1 graphs
+    only pay for its larger tables)."""
+    if not v11:
+        return SPEC_OPERATORS
+    from tosa_jax.profiles import spec_data_1_1
+
+    return spec_data_1_1.OPERATORS
 NAN_MODES = ("PROPAGATE", "IGNORE")
 RESIZE_MODES = ("NEAREST", "BILINEAR")  # the schema's names (spec: NEAREST_NEIGHBOR, BILINEAR)
 ROUNDING_EXTENSIONS = {name: v["extension"]
                        for name, v in spec_data.ENUMS["rounding_mode_t"].items()}
-ELEMENT_BYTES = {"BOOL": 1, "INT4": 1, "INT8": 1, "INT16": 2, "INT32": 4, "INT48": 6,
+ELEMENT_BYTES = {"INT64": 8, "FP8UE8M0": 1, "FP4E2M1": 1, "FP6E2M3": 1, "FP6E3M2": 1, "MXINT8": 1,
+                 "BOOL": 1, "INT4": 1, "INT8": 1, "INT16": 2, "INT32": 4, "INT48": 6,
                  "SHAPE": 8, "FP16": 2, "BF16": 2, "FP32": 4, "FP8E4M3": 1, "FP8E5M2": 1}
 FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
 
@@ -148,9 +160,10 @@ def _arg(a: dict[str, Any]) -> _Arg:
 
 
 @cache
-def op_spec(name: str) -> _OpSpec | None:
-    """The prepared Arguments and Supported Data Types tables of operator ``name``."""
-    spec = SPEC_OPERATORS.get(name)
+def op_spec(name: str, v11: bool = False) -> _OpSpec | None:
+    """The prepared Arguments and Supported Data Types tables of operator ``name`` (of TOSA
+    1.0.2, or with ``v11`` of the TOSA 1.1 draft)."""
+    spec = spec_operators(v11).get(name)
     if spec is None:
         return None
     args = [_arg(a) for a in spec["arguments"]]
@@ -299,6 +312,8 @@ class GraphAnalysis:
         self._blocks: dict[str, Block] = {}
         self._depth: dict[str, int] = {}
         self._forward = False
+        # A graph stamped 1.1 (draft) is judged by TOSA 1.1's tables, a 1.0 graph by 1.0.2's.
+        self.v11 = is_1_1(graph.version)
 
     def run(self) -> GraphAnalysis:
         graph = self.graph
@@ -424,18 +439,22 @@ class GraphAnalysis:
                 first.location))
 
     def _operator(self, block: Block, index: int, op: Operator, produced: dict[str, int]) -> None:
-        spec = op_spec(op.op)
+        spec = op_spec(op.op, self.v11)
         if spec is None:
-            self.violations.append(Violation(block.name, index, op.op, None,
-                                             "not an operator of TOSA 1.0",
-                                             location=op.location))
+            stamp = ".".join(str(v) for v in self.graph.version[:3])
+            later = not self.v11 and op.op in spec_operators(True)
+            self.violations.append(Violation(
+                block.name, index, op.op, None,
+                f"not an operator of TOSA {'1.1' if self.v11 else '1.0'}"
+                + (f" (it is TOSA 1.1; the graph is stamped {stamp})" if later else ""),
+                location=op.location))
             return
         if op.op in ("CONST", "CONST_SHAPE") and not op.inputs and len(op.outputs) == 1:
             t = block.tensors.get(op.outputs[0])
             if t is not None and t.data is not None and (t.dtype == "SHAPE") == (
                     op.op == "CONST_SHAPE"):
                 m = _type_rows(op.op, (("out_t", t.dtype),) if op.op == "CONST" else (),
-                               None, None)
+                               None, None, self.v11)
                 if m.error is None:  # the common case, without the general machinery
                     self.infos.append(OpInfo(block.name, index, op.op, op.location, m.mode,
                                              m.types, m.options))
@@ -587,9 +606,10 @@ class _TypeMatch:
 
 
 @lru_cache(maxsize=4096)
-def _type_rows(op: str, bound: tuple[tuple[str, str], ...], acc: Any, mode: Any) -> _TypeMatch:
+def _type_rows(op: str, bound: tuple[tuple[str, str], ...], acc: Any, mode: Any,
+               v11: bool = False) -> _TypeMatch:
     """The Supported Data Types rows of ``op`` for the bound element types (cached)."""
-    spec = op_spec(op)
+    spec = op_spec(op, v11)
     assert spec is not None
     rows = spec.typesupport
     matches = [r for r in rows if all(r["types"].get(k, v) == v for k, v in bound)]
@@ -627,7 +647,8 @@ def _type_rows(op: str, bound: tuple[tuple[str, str], ...], acc: Any, mode: Any)
 def _match_types(c: OpCheck) -> None:
     """Find the Supported Data Types rows of the operator's element types."""
     attrs = c.opr.attrs
-    m = _type_rows(c.opr.op, tuple(c.types.items()), attrs.get("acc_type"), attrs.get("mode"))
+    m = _type_rows(c.opr.op, tuple(c.types.items()), attrs.get("acc_type"), attrs.get("mode"),
+                   c.analysis.v11)
     if m.error is not None:
         arg, rule, values = m.error
         c.fail(arg, rule, **values)
@@ -661,8 +682,10 @@ def _check_attributes(c: OpCheck) -> None:
                 c.fail(a.name, "must be SINGLE_ROUND, INEXACT_ROUND or DOUBLE_ROUND", got=value)
             elif ROUNDING_EXTENSIONS[value]:
                 c.info.extra[ROUNDING_EXTENSIONS[value]] = f"rounding_mode={value}"
-        elif a.type == "acc_type_t" and value not in ACC_TYPES:
-            c.fail(a.name, "must be one of INT32, INT48, FP16, FP32", got=value)
+        elif a.type == "acc_type_t" and value not in (
+                ACC_TYPES_1_1 if c.analysis.v11 else ACC_TYPES):
+            c.fail(a.name, "must be one of " + ", ".join(
+                ACC_TYPES_1_1 if c.analysis.v11 else ACC_TYPES), got=value)
 
 
 def _check_ctc(c: OpCheck) -> None:

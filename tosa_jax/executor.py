@@ -17,7 +17,7 @@ from tosa_jax.errors import (
     TosaUnsupportedError,
     TosaValidationError,
 )
-from tosa_jax.ir import HOST_DTYPES, Block, Graph, Operator, Tensor
+from tosa_jax.ir import HOST_DTYPES, WIDE_TYPES, Block, Graph, Operator, Tensor
 from tosa_jax.lowering import LOWERINGS, Node, WithState
 from tosa_jax.lowering.numerics import DEVICE_DTYPES, Wide, wide_from_numpy
 
@@ -164,7 +164,7 @@ def _check_result(node: Node, value: Any, t: Tensor, where: str) -> None:
     """A lowering's result must have the declared shape and element type."""
     if t.dtype == "SHAPE":
         return
-    if t.dtype == "INT48":
+    if t.dtype in WIDE_TYPES:
         ok = isinstance(value, Wide) and tuple(jnp.shape(value.hi)) == t.shape
     else:
         ok = (hasattr(value, "dtype") and hasattr(value, "shape")
@@ -374,4 +374,4 @@ def graph_state_function(graph: Graph) -> Callable[..., tuple[tuple[Any, ...], d
 
 def host_to_value(array: np.ndarray, dtype: str) -> Any:
     """Convert a caller's host array to the value the graph function takes."""
-    return wide_from_numpy(array) if dtype == "INT48" else array
+    return wide_from_numpy(array) if dtype in WIDE_TYPES else array

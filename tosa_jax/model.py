@@ -91,10 +91,10 @@ class Model:
     """A loaded TOSA graph. Call it like a function; it compiles once per input signature.
 
     * ``model(*arrays)`` or ``model(**by_name)``: one output returns an array, several a tuple
-      in output order. Outputs are JAX arrays, except INT48 outputs: numpy int64.
+      in output order. Outputs are JAX arrays, except INT48 and INT64 outputs: numpy int64.
     * ``model.run({name: array}) -> {name: numpy array}`` for name-based use.
     * ``model.fn``: the pure JAX function (inputs in order -> tuple of outputs), for use in the
-      caller's own ``jit``/``vmap``. There INT48 values are ``numerics.Wide`` pairs.
+      caller's own ``jit``/``vmap``. There INT48 and INT64 values are ``numerics.Wide`` pairs.
 
     Stateful graphs (EXT-VARIABLE) keep their variables in the Model, across calls: each call
     reads them and commits what the graph writes (only when the call succeeds).
@@ -249,7 +249,7 @@ class Model:
         if np.dtype(value.dtype) != spec.np_dtype:
             raise TosaInputError(f"input {spec.name!r}: expected {spec.dtype} "
                                  f"(numpy {spec.np_dtype}), got {np.dtype(value.dtype)}")
-        if spec.dtype in ("INT48", "INT4"):
+        if spec.dtype in ("INT48", "INT4"):  # INT64 fills its host type
             host = np.asarray(value)
             lo, hi = INT_RANGES[spec.dtype]
             if host.size and (host.min() < lo or host.max() > hi):
