@@ -501,3 +501,73 @@ def reciprocal_scale(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         v >>= 1
     numerator = ((1 << 30) + 1) << k
     return (numerator // value).astype(np.int32), (30 + k).astype(np.int32)
+
+
+# ----------------------------------------------------------------------------- block scaling
+# TOSA 1.1 (draft) microscaling: a block of ``block_size`` values along the innermost axis
+# shares one FP8UE8M0 scale, a power of two 2^(code - 127) (code 255 is NaN).
+
+# normal_max<out_t>() + 0.5 ulp: the largest magnitude that rounds to normal_max
+# (get_largest_value_rounding_to_normal_max, numeric_conversion_helpers.tosac).
+BLOCK_OUT_MAX = {"FP8E4M3": 448.0 + 16.0, "FP8E5M2": 57344.0 + 4096.0, "FP6E3M2": 28.0 + 2.0,
+                 "FP6E2M3": 7.5 + 0.125, "FP4E2M1": 6.0 + 1.0, "MXINT8": 127 / 64 + 1 / 128}
+
+
+def block_scale_exponent(max_abs: Array, out_t: str) -> Array:
+    """calc_block_scale's exponent, exactly: for FP8E4M3 ceil(log2(max_abs / out_max)), else
+    floor(log2(max_abs / out_max)) + 1, clipped to the FP8UE8M0 range [-127, 127]; int32.
+
+    Computed without logarithms: the answer is the smallest k with out_max * 2^k >= max_abs
+    (FP8E4M3) or > max_abs (the others); out_max * 2^k is exact in f32 for every k of the range
+    reached through ldexp, so the comparison is exact. ``max_abs`` is a non-negative finite f32.
+    """
+    out_max = BLOCK_OUT_MAX[out_t]
+    _, e = jnp.frexp(max_abs / jnp.float32(out_max))  # r = m 2^e, 0.5 <= m < 1: log2 r < e
+    k = jnp.clip(e.astype(jnp.int32) - 1, -128, 128)
+    strict = out_t != "FP8E4M3"
+
+    def ok(kk: Array) -> Array:
+        bound = jnp.ldexp(jnp.float32(out_max), kk)
+        return (bound > max_abs) if strict else (bound >= max_abs)
+
+    for _ in range(3):  # the estimate is within one of the answer: step up until it holds
+        k = jnp.where(ok(k), k, k + 1)
+    k = jnp.where(ok(k - 1), k - 1, k)
+    return jnp.clip(k, -127, 127)
+
+
+def e8m0_from_exponent(k: Array) -> Array:
+    """FP8UE8M0 values 2^k from int32 exponents in [-127, 127] (code = k + 127)."""
+    return lax.bitcast_convert_type((k + 127).astype(jnp.uint8), jnp.float8_e8m0fnu)
+
+
+def e8m0_exponent(scale: Array) -> tuple[Array, Array]:
+    """(exponent k as int32, is-NaN) of FP8UE8M0 scales."""
+    code = lax.bitcast_convert_type(jnp.asarray(scale, jnp.float8_e8m0fnu), jnp.uint8)
+    return code.astype(jnp.int32) - 127, code == 255
+
+
+def apply_block_scale(values: Array, scale: Array, block_size: int) -> Array:
+    """values (f32, innermost axis C) times their blocks' scales (innermost axis C/block_size):
+    exact, a multiplication by a power of two (ldexp, so 2^-127 needs no f32 subnormal)."""
+    k, nan = e8m0_exponent(scale)
+    k = jnp.repeat(k, block_size, axis=-1)
+    nan = jnp.repeat(nan, block_size, axis=-1)
+    return jnp.where(nan, jnp.float32(jnp.nan), jnp.ldexp(values, k))
+
+
+def mxint8_value(code: Array) -> Array:
+    """MXINT8 codes (int8) as their f32 values code / 64."""
+    return jnp.asarray(code).astype(jnp.float32) * jnp.float32(1 / 64)
+
+
+def to_block_value(x: Array, out_t: str) -> Array:
+    """round_to_nearest_float<f32, out_t>: f32 -> a block element type (MXINT8: its code)."""
+    if out_t == "MXINT8":
+        return jnp.clip(jnp.round(x * 64), -127, 127).astype(jnp.int8)
+    return x.astype(DEVICE_DTYPES[out_t])
+
+
+def block_value_f32(x: Array, in_t: str) -> Array:
+    """Block element values (MXINT8 codes included) as f32, exactly."""
+    return mxint8_value(x) if in_t == "MXINT8" else jnp.asarray(x).astype(jnp.float32)

@@ -1,4 +1,5 @@
-"""Type conversion (spec chapter "Type Conversion"): CAST, RESCALE."""
+"""Type conversion (spec chapter "Type Conversion"): CAST, RESCALE; TOSA 1.1's
+CAST_TO_BLOCK_SCALED and CAST_FROM_BLOCK_SCALED (microscaling, numerics.py's block helpers)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,17 @@ from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
     INT_RANGES,
     Wide,
+    apply_block_scale,
     apply_scale_16,
     apply_scale_32,
     apply_scale_host,
     as_i32,
     bitcast_u32,
+    block_scale_exponent,
+    block_value_f32,
     is_host,
     saturate_cast,
+    to_block_value,
     wide,
     wide_low32,
     wide_sub,
@@ -200,3 +205,53 @@ def cast(node: Node, input: Any) -> Any:
     # out = truncate<out_t>(in): the low bits, two's complement.
     low = wide_low32(input) if isinstance(input, Wide) else jnp.asarray(input)
     return wrap_cast(low, out_t)
+
+
+def _block_shapes(node: Node, shape: tuple[int, ...], scale_shape: tuple[int, ...] | None,
+                  block_size: int) -> None:
+    """The ERROR_IFs the block-scaled casts share."""
+    if len(shape) == 0 or shape[-1] % block_size != 0:
+        raise TosaValidationError(
+            f"{node.op}: ERROR_IF(rank(shape) == 0 || shape[rank(shape)-1] % block_size != 0): "
+            f"shape {list(shape)}, block_size {block_size}")
+    if block_size == 1:
+        raise TosaValidationError(f"{node.op}: ERROR_IF(block_size == 1)")
+    if scale_shape is not None and tuple(scale_shape) != shape[:-1] + (shape[-1] // block_size,):
+        raise TosaValidationError(
+            f"{node.op}: the scale shape {list(scale_shape)} is not the data shape "
+            f"{list(shape)} with its innermost dimension divided by block_size {block_size}")
+
+
+@lowering("CAST_TO_BLOCK_SCALED")
+def cast_to_block_scaled(node: Node, input_data: Any, *, block_size: int) -> tuple[Any, Any]:
+    """TOSA 1.1: per block of the innermost axis, scale = calc_block_scale(max |x|) and
+    out = round_to_nearest_float(x / scale); returns (output_data, output_scale)."""
+    shape = node.inputs[0].shape
+    _block_shapes(node, shape, node.outputs[1].shape, block_size)
+    out_t = node.outputs[0].dtype
+    x = jnp.asarray(input_data).astype(jnp.float32)
+    blocks = x.reshape(shape[:-1] + (shape[-1] // block_size, block_size))
+    max_abs = jnp.max(jnp.abs(blocks), axis=-1)  # NaN propagates (jnp.max does)
+    special = jnp.isnan(max_abs) | jnp.isinf(max_abs)
+    finite = jnp.where(special, jnp.float32(0), max_abs)
+    k = block_scale_exponent(finite, out_t)
+    k = jnp.where(finite == 0, -127, k)  # max_abs == 0: normal_min<scale_t>() = 2^-127
+    code = jnp.where(special, 255, k + 127).astype(jnp.uint8)
+    scale = lax.bitcast_convert_type(code, jnp.float8_e8m0fnu)
+    # in / scale: a multiplication by 2^-k (exact; NaN where the scale is NaN)
+    q = jnp.ldexp(blocks, -k[..., None])
+    q = jnp.where(special[..., None], jnp.float32(jnp.nan), q).reshape(shape)
+    return to_block_value(q, out_t), scale
+
+
+@lowering("CAST_FROM_BLOCK_SCALED")
+def cast_from_block_scaled(node: Node, input_data: Any, input_scale: Any, *,
+                           block_size: int) -> Any:
+    """TOSA 1.1: out = round_to_nearest_float(fp32(x) * fp32(scale of its block))."""
+    shape, scale_shape = node.inputs[0].shape, node.inputs[1].shape
+    if len(shape) != len(scale_shape):
+        raise TosaValidationError(f"{node.op}: ERROR_IF(rank(shape) != rank(in_scale_shape))")
+    _block_shapes(node, shape, scale_shape, block_size)
+    x = block_value_f32(input_data, node.inputs[0].dtype)
+    out = apply_block_scale(x, jnp.asarray(input_scale), block_size)
+    return out.astype(DEVICE_DTYPES[node.out.dtype])

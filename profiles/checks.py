@@ -156,7 +156,7 @@ def _arg(a: dict[str, Any]) -> _Arg:
         symbol = shape
     return _Arg(a["name"], a["category"], a["type"], a["element_type"], symbol, dims,
                 a["rank"], a["ctc"], a["ctc_remove"], a["level_limits"], a["optional"],
-                a["type"] == "tensor_list_t")
+                a["type"] in ("tensor_list_t", "shape_list_t"))
 
 
 @cache
@@ -979,8 +979,29 @@ def MATMUL(c: OpCheck) -> None:  # noqa: N802
     # The 1.0.2 pseudocode reads ERROR_IF(is_same<in_t,i8_t> && (A_zp != 0 || B_zp != 0)) under
     # the comment "Zero point only for i8_t"; the argument descriptions ("Must be zero for non-int8
     # types") and the reference model agree on the comment's meaning, which is checked here.
-    _zero_point(c, "A_zp", "in_t", "A_zp")
-    _zero_point(c, "B_zp", "in_t", "B_zp")
+    # TOSA 1.1 names the types of A and B apart (A_t, B_t; MATMUL_T too).
+    _zero_point(c, "A_zp", "A_t" if "A_t" in c.types else "in_t", "A_zp")
+    _zero_point(c, "B_zp", "B_t" if "B_t" in c.types else "in_t", "B_zp")
+
+
+def DIM(c: OpCheck) -> None:  # noqa: N802
+    """TOSA 1.1: ERROR_IF(axis >= rank(shape)); ERROR_IF(axis < 0)."""
+    axis, rank = c.attr("axis"), len(c.shape("input1"))
+    if axis is not None and not 0 <= int(axis) < rank:
+        c.fail("axis", "ERROR_IF(axis >= rank(shape) || axis < 0)", axis=axis, rank=rank)
+
+
+def SLICE_SHAPE(c: OpCheck) -> None:  # noqa: N802
+    """TOSA 1.1: the slice [start, start + size) of the input shape_t must be inside it."""
+    start, size = c.scalar("start"), c.scalar("size")
+    length = len(c.ints("input") or ()) if c.const("input") is not None else None
+    if size is not None and size <= 0:
+        c.fail("size", "ERROR_IF(size_value <= 0)", size=size)
+    if start is not None and start < 0:
+        c.fail("start", "ERROR_IF(start_value < 0)", start=start)
+    if None not in (start, size, length) and start + size > length:
+        c.fail("size", "ERROR_IF(start_value + size_value > length(input))", start=start,
+               size=size, length=length)
 
 
 def CLAMP(c: OpCheck) -> None:  # noqa: N802
@@ -1396,6 +1417,8 @@ def _variable(c: OpCheck) -> None:
 
 RULES: dict[str, Callable[[OpCheck], None]] = {
     "ARGMAX": ARGMAX, "AVG_POOL2D": AVG_POOL2D, "MAX_POOL2D": MAX_POOL2D, "CONV2D": CONV2D,
+    "AVG_POOL2D_ADAPTIVE": AVG_POOL2D, "MAX_POOL2D_ADAPTIVE": MAX_POOL2D,
+    "MATMUL_T": MATMUL, "DIM": DIM, "SLICE_SHAPE": SLICE_SHAPE,
     "CONV3D": CONV3D, "DEPTHWISE_CONV2D": DEPTHWISE_CONV2D, "TRANSPOSE_CONV2D": TRANSPOSE_CONV2D,
     "FFT2D": FFT2D, "RFFT2D": RFFT2D, "MATMUL": MATMUL, "CLAMP": CLAMP, "SELECT": SELECT,
     "NEGATE": NEGATE, "CONCAT": CONCAT, "PAD": PAD, "RESHAPE": RESHAPE, "REVERSE": REVERSE,
