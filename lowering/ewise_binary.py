@@ -14,11 +14,24 @@ import numpy as np
 from jax import lax
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
+    Wide,
     apply_lookup_s,
     apply_max_s,
     apply_min_s,
     as_i32,
+    as_wide,
     rounding_mul_shift,
+    wide_add,
+    wide_bitwise,
+    wide_broadcast,
+    wide_divide,
+    wide_lt,
+    wide_mul64,
+    wide_select,
+    wide_shl_var,
+    wide_sra,
+    wide_srl_var,
+    wide_sub,
     wrap_cast,
 )
 
@@ -26,6 +39,19 @@ from tosa_jax.errors import TosaValidationError
 
 # Bit width of the integer element types these operators take.
 _BITS = {"INT8": 8, "INT16": 16, "INT32": 32}
+
+
+def _wide2(node: Node, input1: Any, input2: Any) -> tuple[Wide, Wide] | None:
+    """TOSA 1.1 EXT-INT64: both operands as broadcast ``Wide`` pairs; None for other types."""
+    if node.inputs[0].dtype != "INT64":
+        return None
+    a, b = wide_broadcast(as_wide(input1), as_wide(input2))
+    return a, b
+
+
+def _shift_amount(w: Wide) -> Any:
+    """An INT64 shift amount (REQUIRE'd to lie in [0, 63]) as int32: its low word."""
+    return lax.bitcast_convert_type(w.lo, jnp.int32) & 63
 
 
 def check_broadcast(node: Node, count: int = 2) -> None:
@@ -56,6 +82,8 @@ def check_broadcast(node: Node, count: int = 2) -> None:
 def add(node: Node, input1: Any, input2: Any) -> Any:
     """apply_add_s: integer overflow is a REQUIRE failure, so two's-complement wrap is exact."""
     check_broadcast(node)
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_add(*w)
     return jnp.add(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
@@ -63,6 +91,8 @@ def add(node: Node, input1: Any, input2: Any) -> Any:
 def sub(node: Node, input1: Any, input2: Any) -> Any:
     """apply_sub_s: as ADD, overflow is a REQUIRE failure and wrapping is exact otherwise."""
     check_broadcast(node)
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_sub(*w)
     return jnp.subtract(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
@@ -70,6 +100,14 @@ def sub(node: Node, input1: Any, input2: Any) -> Any:
 def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool) -> Any:
     check_broadcast(node)
     t = node.out.dtype
+    if (w := _wide2(node, input1, input2)) is not None:
+        a, s = w[0], _shift_amount(w[1])
+        result = wide_sra(a, s)
+        if round:
+            last = wide_sra(a, jnp.maximum(s - 1, 0)).lo & 1
+            result = wide_add(result, Wide(jnp.zeros_like(result.hi),
+                                           jnp.where(s > 0, last, 0).astype(jnp.uint32)))
+        return result
     # apply_arith_rshift: sign-extend both operands to int32 and shift (value2 is REQUIRE'd to
     # lie in [0, width - 1]).
     value1, value2 = as_i32(input1), as_i32(input2)
@@ -85,18 +123,24 @@ def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool)
 @lowering("BITWISE_AND")
 def bitwise_and(node: Node, input1: Any, input2: Any) -> Any:
     check_broadcast(node)
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_bitwise(*w, jnp.bitwise_and)
     return jnp.bitwise_and(input1, input2)
 
 
 @lowering("BITWISE_OR")
 def bitwise_or(node: Node, input1: Any, input2: Any) -> Any:
     check_broadcast(node)
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_bitwise(*w, jnp.bitwise_or)
     return jnp.bitwise_or(input1, input2)
 
 
 @lowering("BITWISE_XOR")
 def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
     check_broadcast(node)
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_bitwise(*w, jnp.bitwise_xor)
     return jnp.bitwise_xor(input1, input2)
 
 
@@ -105,6 +149,8 @@ def intdiv(node: Node, input1: Any, input2: Any) -> Any:
     """apply_intdiv_s: C division, truncating toward zero (lax.div, not floor_divide).
     value2 == 0 and INT32_MIN / -1 are REQUIRE failures."""
     check_broadcast(node)
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_divide(*w)
     return lax.div(*jnp.broadcast_arrays(as_i32(input1), as_i32(input2)))
 
 
@@ -130,6 +176,8 @@ def logical_xor(node: Node, input1: Any, input2: Any) -> Any:
 def logical_left_shift(node: Node, input1: Any, input2: Any) -> Any:
     """value1 << value2 in the element type: shift in int32, keep the type's low bits."""
     check_broadcast(node)
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_shl_var(w[0], _shift_amount(w[1]))
     return wrap_cast(as_i32(input1) << as_i32(input2), node.out.dtype)
 
 
@@ -139,6 +187,8 @@ def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
     static_cast back (so an int8 -1 >> 1 is 127, not -1)."""
     check_broadcast(node)
     t = node.out.dtype
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_srl_var(w[0], _shift_amount(w[1]))
     value1 = as_i32(input1)
     if _BITS[t] < 32:
         value1 = value1 & ((1 << _BITS[t]) - 1)  # zero_extend: the type's bits, unsigned
@@ -149,12 +199,16 @@ def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
 @lowering("MAXIMUM")
 def maximum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
     check_broadcast(node)
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_select(wide_lt(w[0], w[1]), w[1], w[0])
     return apply_max_s(input1, input2, nan_mode)
 
 
 @lowering("MINIMUM")
 def minimum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
     check_broadcast(node)
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_select(wide_lt(w[1], w[0]), w[1], w[0])
     return apply_min_s(input1, input2, nan_mode)
 
 
@@ -162,6 +216,8 @@ def minimum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
 def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
     check_broadcast(node)
     in_t = node.inputs[0].dtype
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_mul64(*w)  # shift is 0 for int64 (ERROR_IF): the low 64 bits
     if in_t == "INT32":
         if not isinstance(shift, np.ndarray):
             # EXT-DYNAMIC: the shift arrives at run time.

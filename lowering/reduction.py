@@ -14,6 +14,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from tosa_jax.lowering import Node, lowering
+from tosa_jax.lowering.numerics import as_wide, wide_reduce_extreme, wide_reduce_sum
 
 from tosa_jax.errors import TosaValidationError
 
@@ -64,6 +65,8 @@ def _float_extreme(x: Any, axis: int, nan_mode: str, reduce: Any, sign: int) -> 
 def reduce_max(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_max_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
     _check_axis(node, axis)
+    if node.out.dtype == "INT64":
+        return wide_reduce_extreme(as_wide(input), axis, largest=True)
     x = jnp.asarray(input)
     if jnp.issubdtype(x.dtype, jnp.floating):
         return _float_extreme(x, axis, nan_mode, jnp.max, -1)
@@ -74,6 +77,8 @@ def reduce_max(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE"
 def reduce_min(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_min_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
     _check_axis(node, axis)
+    if node.out.dtype == "INT64":
+        return wide_reduce_extreme(as_wide(input), axis, largest=False)
     x = jnp.asarray(input)
     if jnp.issubdtype(x.dtype, jnp.floating):
         return _float_extreme(x, axis, nan_mode, jnp.min, 1)
@@ -96,6 +101,9 @@ _SUM_ACC = {"INT32": jnp.int32, "BF16": jnp.float32, "FP16": jnp.float16, "FP32"
 def reduce_sum(node: Node, input: Any, *, axis: int) -> Any:
     """acc_t acc = 0; acc += value; output = static_cast<in_out_t>(acc)."""
     _check_axis(node, axis)
+    if node.out.dtype == "INT64":  # wraps modulo 2^64 where the REQUIRE fails
+        w = wide_reduce_sum(as_wide(input), axis)
+        return type(w)(jnp.expand_dims(w.hi, axis), jnp.expand_dims(w.lo, axis))
     x = jnp.asarray(input)
     acc = jnp.sum(x, axis=axis, keepdims=True, dtype=_SUM_ACC.get(node.inputs[0].dtype, x.dtype))
     return acc.astype(x.dtype)

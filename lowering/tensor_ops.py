@@ -473,6 +473,12 @@ def _get_weight(node: Node, w: Any) -> Any:
 
 @lowering("ARGMAX")
 def argmax(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
+    """Index of the first maximum along ``axis``; TOSA 1.1 may ask for an INT64 index."""
+    index = _argmax32(node, input, axis=axis, nan_mode=nan_mode)
+    return wide(index) if node.out.dtype == "INT64" else index
+
+
+def _argmax32(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """Index of the first maximum along ``axis`` (the pseudocode updates only on a change)."""
     shape1 = node.inputs[0].shape
     if axis < 0 or axis >= len(shape1):

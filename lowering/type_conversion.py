@@ -130,7 +130,8 @@ def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndar
 
 
 _FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
-_INT_BITS = {"INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48}
+_INT_BITS = {"INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48, "INT64": 64}
+_WIDE = ("INT48", "INT64")  # carried as Wide pairs
 
 
 def _int32_to_bf16(x: Any) -> Any:
@@ -190,16 +191,16 @@ def cast(node: Node, input: Any) -> Any:
     if in_t == "BOOL":
         # out = (in) ? 1 : 0
         value = jnp.asarray(input).astype(jnp.int32)
-        return wide(value) if out_t == "INT48" else value.astype(DEVICE_DTYPES[out_t])
+        return wide(value) if out_t in _WIDE else value.astype(DEVICE_DTYPES[out_t])
     if in_t in _FLOATS:
-        if out_t == "INT48":
-            raise TosaUnsupportedError(f"CAST from {in_t} to INT48 is not supported")
+        if out_t in _WIDE:
+            raise TosaUnsupportedError(f"CAST from {in_t} to {out_t} is not supported")
         return _float_to_int(input, out_t)
     if in_t not in _INT_BITS:
         raise TosaUnsupportedError(f"CAST from {in_t} is not supported")
     if _INT_BITS[out_t] >= _INT_BITS[in_t]:
         # out = sign_extend<out_t>(in)
-        if out_t == "INT48":
+        if out_t in _WIDE:
             return input if isinstance(input, Wide) else wide(input)
         return jnp.asarray(input).astype(DEVICE_DTYPES[out_t])
     # out = truncate<out_t>(in): the low bits, two's complement.

@@ -21,10 +21,11 @@ from tosa_jax.executor import (
     graph_variables,
     host_to_value,
     initial_state,
+    value_to_host,
 )
 from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES, Graph
 from tosa_jax.limits import Limits, check_graph, human_bytes
-from tosa_jax.lowering.numerics import INT_RANGES, Wide, wide_to_numpy
+from tosa_jax.lowering.numerics import CODE_TYPES, INT_RANGES, Wide, wide_to_numpy
 from tosa_jax.profiles import validate
 
 
@@ -249,13 +250,15 @@ class Model:
         if np.dtype(value.dtype) != spec.np_dtype:
             raise TosaInputError(f"input {spec.name!r}: expected {spec.dtype} "
                                  f"(numpy {spec.np_dtype}), got {np.dtype(value.dtype)}")
-        if spec.dtype in ("INT48", "INT4"):  # INT64 fills its host type
+        if spec.dtype in ("INT48", "INT64", "INT4"):
             host = np.asarray(value)
             lo, hi = INT_RANGES[spec.dtype]
             if host.size and (host.min() < lo or host.max() > hi):
                 raise TosaInputError(f"input {spec.name!r}: values outside the {spec.dtype} "
                                      f"range [{lo}, {hi}]")
             value = host_to_value(host, spec.dtype)
+        elif spec.dtype in CODE_TYPES:
+            value = host_to_value(np.asarray(value), spec.dtype)
         if self.device is not None:
             value = jax.device_put(value, self.device)
         return value
@@ -408,8 +411,9 @@ class Model:
         self.set_state(initial_state(self.graph))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        outs = tuple(wide_to_numpy(o) if isinstance(o, Wide) else o
-                     for o in self._execute(args, kwargs))
+        outs = tuple(value_to_host(o, spec.dtype)
+                     if isinstance(o, Wide) or spec.dtype in CODE_TYPES else o
+                     for spec, o in zip(self.outputs, self._execute(args, kwargs), strict=False))
         return outs[0] if len(outs) == 1 else outs
 
     # -- intermediates (tosa_jax.inspect) -------------------------------------------------
@@ -461,7 +465,7 @@ class Model:
         if not isinstance(inputs, Mapping):
             raise TosaInputError("run() takes a mapping {input name: array}")
         outs = self._execute((), inputs)
-        return {spec.name: (wide_to_numpy(o) if isinstance(o, Wide) else np.asarray(o))
+        return {spec.name: value_to_host(o, spec.dtype)
                 for spec, o in zip(self.outputs, outs, strict=False)}
 
 
