@@ -71,9 +71,19 @@ def _elementwise(node: Node, input1: Any, input2: Any,
     return _result(node, [fn(x, y) for x, y in zip(a, b, strict=True)])
 
 
-def _divisible(node: Node, x: int, y: int) -> None:
-    _require(node, x >= 0, "input1[index] >= 0", f"input1 is {x}")
-    _require(node, y >= 1, "input2[index] >= 1", f"input2 is {y}")
+def _c_div(x: int, y: int) -> int:
+    """C integer division (truncating toward zero), as apply_intdiv_s and the reference model.
+    The pseudocode REQUIREs x >= 0 and y >= 1; where a graph breaks that, the result is
+    unpredictable and this is the reference model's (y == 0 is refused: nothing to compute)."""
+    if y == 0:
+        raise TosaValidationError("REQUIRE(input2[index] >= 1) fails: division by zero")
+    q = abs(x) // abs(y)
+    return q if (x >= 0) == (y >= 0) else -q
+
+
+def _c_mod(x: int, y: int) -> int:
+    """C remainder: x - y * (x / y), with the sign of x."""
+    return x - y * _c_div(x, y)
 
 
 @lowering("ADD_SHAPE")
@@ -93,29 +103,18 @@ def mul_shape(node: Node, input1: Any, input2: Any) -> np.ndarray:
 
 @lowering("DIV_FLOOR_SHAPE")
 def div_floor_shape(node: Node, input1: Any, input2: Any) -> np.ndarray:
-    def f(x: int, y: int) -> int:
-        _divisible(node, x, y)
-        return x // y
-
-    return _elementwise(node, input1, input2, f)
+    return _elementwise(node, input1, input2, _c_div)
 
 
 @lowering("DIV_CEIL_SHAPE")
 def div_ceil_shape(node: Node, input1: Any, input2: Any) -> np.ndarray:
-    def f(x: int, y: int) -> int:
-        _divisible(node, x, y)
-        return x // y + (1 if x % y else 0)
-
-    return _elementwise(node, input1, input2, f)
+    return _elementwise(node, input1, input2,
+                        lambda x, y: _c_div(x, y) + (1 if _c_mod(x, y) else 0))
 
 
 @lowering("MOD_SHAPE")
 def mod_shape(node: Node, input1: Any, input2: Any) -> np.ndarray:
-    def f(x: int, y: int) -> int:
-        _divisible(node, x, y)
-        return x % y
-
-    return _elementwise(node, input1, input2, f)
+    return _elementwise(node, input1, input2, _c_mod)
 
 
 @lowering("MAX_SHAPE")

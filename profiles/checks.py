@@ -520,9 +520,24 @@ def _bind(c: OpCheck) -> bool:
                 if t is None:
                     c.fail(a.name, f"{kind} {n!r} is not a tensor of block {c.block.name!r}")
                     return False
+                if (a.type in ("shape_t", "shape_list_t")) != (t.dtype == "SHAPE") and (
+                        a.type in ("shape_t", "shape_list_t") or c.analysis.v11
+                        and a.type == "tensor_t"):
+                    c.fail(a.name, f"a {a.type} argument takes shape_t values, a tensor_t "
+                           "argument tensors", tensor=n, element_type=t.dtype)
+                    return False
                 found.append(t)
             c.tensors[a.name] = found if a.is_list else found[0]
     return True
+
+
+# Where the TOSA 1.1 draft's tosa.xml (spec commit 653c153) contradicts its own descriptions and
+# pseudocode, which the reference model follows: ROW_GATHER_BLOCK_SCALED's values and output
+# lists are [N,K,C] and [N,W*row_count,C] (rank 3), the XML says rank 4.
+_RANK_ERRATA: dict[tuple[str, str], tuple[int, int]] = {
+    ("ROW_GATHER_BLOCK_SCALED", "values"): (3, 3),
+    ("ROW_GATHER_BLOCK_SCALED", "output"): (3, 3),
+}
 
 
 def _check_shapes(c: OpCheck) -> None:
@@ -537,8 +552,9 @@ def _check_shapes(c: OpCheck) -> None:
         items = value if isinstance(value, list) else [value]
         for t in items:
             rank = len(t.shape)
-            if a.rank is not None:
-                lo, hi = a.rank
+            bounds = _RANK_ERRATA.get((c.opr.op, a.name), a.rank) if c.analysis.v11 else a.rank
+            if bounds is not None:
+                lo, hi = bounds
                 if isinstance(lo, int) and rank < lo or isinstance(hi, int) and rank > hi:
                     c.fail(a.name, f"rank must be in [{lo}, {hi}]", shape=t.shape, rank=rank)
                     continue
