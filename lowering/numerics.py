@@ -545,6 +545,16 @@ def block_scale_exponent(max_abs: Array, out_t: str) -> Array:
     return jnp.clip(k - shift, -127, 127)
 
 
+def times_2_64(x: Array) -> Array:
+    """x * 2^64, exactly, for f32 |x| < 2^-60, subnormal x included: XLA's CPU arithmetic treats
+    f32 subnormals as zero (seen with jax 0.10.2), so they are rebuilt from their bits."""
+    bits = lax.bitcast_convert_type(jnp.asarray(x, jnp.float32), U32)
+    mant = (bits & 0x7FFFFF).astype(I32).astype(jnp.float32)
+    subnormal = ((bits >> 23) & 0xFF) == 0
+    mag = jnp.where(subnormal, mant * jnp.float32(2.0 ** -85), jnp.abs(x) * jnp.float32(2.0 ** 64))
+    return jnp.where((bits >> 31) == 1, -mag, mag)
+
+
 def e8m0_from_exponent(k: Array) -> Array:
     """FP8UE8M0 values 2^k from int32 exponents in [-127, 127] (code = k + 127)."""
     return lax.bitcast_convert_type((k + 127).astype(jnp.uint8), jnp.float8_e8m0fnu)

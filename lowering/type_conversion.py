@@ -23,6 +23,7 @@ from tosa_jax.lowering.numerics import (
     block_value_f32,
     is_host,
     saturate_cast,
+    times_2_64,
     to_block_value,
     wide,
     wide_low32,
@@ -232,15 +233,22 @@ def cast_to_block_scaled(node: Node, input_data: Any, *, block_size: int) -> tup
     out_t = node.outputs[0].dtype
     x = jnp.asarray(input_data).astype(jnp.float32)
     blocks = x.reshape(shape[:-1] + (shape[-1] // block_size, block_size))
-    max_abs = jnp.max(jnp.abs(blocks), axis=-1)  # NaN propagates (jnp.max does)
+    # Blocks of tiny values (all below 2^-60, subnormals included) are worked on scaled by
+    # 2^64, exactly: XLA's CPU arithmetic would read f32 subnormals as zero. In other blocks a
+    # subnormal divided by the scale rounds to zero in every element type anyway.
+    mag = lax.bitcast_convert_type(jnp.abs(blocks), jnp.uint32)  # bits: no subnormal flush
+    tiny = jnp.all(mag < lax.bitcast_convert_type(jnp.float32(2.0 ** -60), jnp.uint32), axis=-1)
+    work = jnp.where(tiny[..., None], times_2_64(blocks), blocks)
+    max_abs = jnp.max(jnp.abs(work), axis=-1)  # NaN propagates (jnp.max does)
     special = jnp.isnan(max_abs) | jnp.isinf(max_abs)
     finite = jnp.where(special, jnp.float32(0), max_abs)
-    k = block_scale_exponent(finite, out_t)
-    k = jnp.where(finite == 0, -127, k)  # max_abs == 0: normal_min<scale_t>() = 2^-127
+    k = block_scale_exponent(finite, out_t) - jnp.where(tiny, 64, 0)
+    # max_abs == 0: normal_min<scale_t>() = 2^-127; the exponent range is [-127, 127]
+    k = jnp.clip(jnp.where(finite == 0, -127, k), -127, 127)
     code = jnp.where(special, 255, k + 127).astype(jnp.uint8)
     scale = lax.bitcast_convert_type(code, jnp.float8_e8m0fnu)
     # in / scale: a multiplication by 2^-k (exact; NaN where the scale is NaN)
-    q = jnp.ldexp(blocks, -k[..., None])
+    q = jnp.ldexp(work, (-k - jnp.where(tiny, 64, 0))[..., None])
     q = jnp.where(special[..., None], jnp.float32(jnp.nan), q).reshape(shape)
     return to_block_value(q, out_t), scale
 

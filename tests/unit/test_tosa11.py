@@ -246,3 +246,38 @@ def test_block_scaled_matmul_and_casts_against_the_reference() -> None:
             np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
         else:  # the same real sum, rounded in another order: within f32 dot-product error
             np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-4, err_msg=name)
+
+
+def test_cast_to_block_scaled_of_tiny_and_special_blocks() -> None:
+    """Blocks of subnormal f32 values (which XLA's CPU arithmetic reads as zero), of zeros, and
+    holding an infinity or a NaN: data and scales identical to the reference model's."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 32)).astype(np.float32)
+    x[0] = rng.uniform(-1, 1, 32).astype(np.float32) * np.float32(1e-39)  # subnormal
+    x[1] = rng.uniform(-1, 1, 32).astype(np.float32) * np.float32(1e-30)  # tiny, normal
+    x[2] = 0.0
+    x[3, 5] = np.inf
+    x[4, 7] = np.nan
+    x[5] *= np.float32(1e30)
+    for t in ("FP8E4M3", "FP8E5M2", "FP4E2M1", "FP6E2M3", "FP6E3M2", "MXINT8"):
+        g = GraphBuilder(V11)
+        a = g.input("a", x.shape, "FP32")
+        g.block.tensors["d"] = Tensor("d", x.shape, t)
+        g.block.tensors["s"] = Tensor("s", (6, 1), "FP8UE8M0")
+        g.block.operators.append(Operator("CAST_TO_BLOCK_SCALED", [a], ["d", "s"],
+                                          {"block_size": 32}))
+        data = tosa_jax.write(g.build(["d", "s"]))
+        ref = run_reference(data, {"a": x}, ["d", "s"])
+        got = tosa_jax.load(data).run({"a": x})
+        for name in ("d", "s"):
+            theirs = np.asarray(ref[name])
+            ours = np.asarray(got[name]).view(np.uint8)
+            if t in ("FP4E2M1", "FP6E2M3", "FP6E3M2") and name == "d":
+                from tosa_jax.serialization import unpack_bits
+
+                bits = 4 if t == "FP4E2M1" else 6
+                theirs = unpack_bits(theirs.view(np.uint8).reshape(-1), bits, x.size)
+            theirs = theirs.view(np.uint8).reshape(x.shape if name == "d" else (6, 1))
+            finite_rows = [0, 1, 2, 5] if name == "d" else range(6)
+            np.testing.assert_array_equal(ours.reshape(theirs.shape)[finite_rows],
+                                          theirs[finite_rows], err_msg=f"{t} {name}")
