@@ -8,6 +8,9 @@ Commands (run from anywhere; tosa-tools must be installed in the running interpr
   python bench/conformance.py generate --out /work/conf_full -j 2
   # or a deterministic slice: one test per operator and type signature (what CI runs)
   python bench/conformance.py generate --out /tmp/conf_slice --slice -j 2
+  # TOSA 1.1 (draft): e.g. the operators 1.1 adds, every profile and extension, both test types
+  python bench/conformance.py generate --out /work/conf_11 --tosa-version 1.1.0-draft \
+      --profile all --extension all --operators matmul_t row_gather dim ... --test-type both
   # judge tosa_jax (the compliance reference model runs first and is the oracle)
   python bench/conformance.py run --tests /work/conf_full -j 2 --json conformance.json
   # passed/failed per operator x profile/extension (from desc.json's test_requirements), of
