@@ -540,6 +540,12 @@ _RANK_ERRATA: dict[tuple[str, str], tuple[int, int]] = {
 }
 
 
+# TOSA 1.1 tensor lists holding a block-scaled tensor: (values, scales) when two long; the
+# values are of in_out_t, the scales of scale_t (tensor-element-scale-type in tosa.xml).
+_VALUE_SCALE_LISTS = {("RESHAPE_BLOCK_SCALED", "input"), ("RESHAPE_BLOCK_SCALED", "output"),
+                      ("ROW_GATHER_BLOCK_SCALED", "values"), ("ROW_GATHER_BLOCK_SCALED", "output")}
+
+
 def _check_shapes(c: OpCheck) -> None:
     """Ranks, shape symbols shared between arguments, element types shared between arguments."""
     env, ranks, deferred = c.env, c.ranks, c.deferred
@@ -550,7 +556,8 @@ def _check_shapes(c: OpCheck) -> None:
         if value is None:
             continue
         items = value if isinstance(value, list) else [value]
-        for t in items:
+        scaled = (c.opr.op, a.name) in _VALUE_SCALE_LISTS and len(items) == 2
+        for index, t in enumerate(items):
             rank = len(t.shape)
             bounds = _RANK_ERRATA.get((c.opr.op, a.name), a.rank) if c.analysis.v11 else a.rank
             if bounds is not None:
@@ -563,15 +570,21 @@ def _check_shapes(c: OpCheck) -> None:
             elif a.type == "tensor_t" and t.dtype == "SHAPE":
                 c.fail(a.name, "argument of type tensor_t may not be a SHAPE", type=t.dtype)
             et = a.element_type
+            dtype = t.dtype
+            if scaled and index == 1:  # (values, scales): the scales are of scale_t
+                if c.types.setdefault("scale_t", t.dtype) != t.dtype:
+                    c.fail(a.name, "element type scale_t must be the same for all its "
+                           "arguments", scales=t.dtype, scale_t=c.types["scale_t"])
+                continue
             if et and et != "-" and a.type != "shape_t":
                 if et.isupper():
-                    if t.dtype != et:
-                        c.fail(a.name, f"element type must be {et}", type=t.dtype)
-                elif et in c.types and c.types[et] != t.dtype:
+                    if dtype != et:
+                        c.fail(a.name, f"element type must be {et}", type=dtype)
+                elif et in c.types and c.types[et] != dtype:
                     c.fail(a.name, f"element type {et} must be the same for all its arguments",
-                           **{a.name: t.dtype, first[et]: c.types[et]})
+                           **{a.name: dtype, first[et]: c.types[et]})
                 else:
-                    c.types.setdefault(et, t.dtype)
+                    c.types.setdefault(et, dtype)
                     first.setdefault(et, a.name)
         if isinstance(value, list) or not isinstance(value, Tensor):
             continue
