@@ -7,8 +7,8 @@ by bench/export_models.py (ExecuTorch Arm backend) and cached, not committed.
 ``ensure_zoo()`` returns the files per model, (re)exporting a model when any of its files is
 missing or its stamp (the SHA-256 of export_models.py) differs. The exporter runs in its own
 virtualenv: ``$TOSA_JAX_ET_PYTHON`` (default: this interpreter), with tosa_jax and its torch
-extra installed (torch 2.13, executorch 1.5.1; see export_models.py). The cache directory defaults to REPO/.cache/zoo
-(git-ignored), or ``$TOSA_JAX_ZOO_DIR``.
+extra installed (torch 2.13, executorch 1.5.1; see export_models.py). The cache directory
+defaults to REPO/.cache/zoo (git-ignored), or ``$TOSA_JAX_ZOO_DIR``.
 
 The check (``main``) loads every graph in tosa_jax and compares it with oracles: INT8 graphs
 against the TOSA reference model on the seeded input (bit-identical, jax_enable_x64 off and on);
