@@ -57,11 +57,11 @@ def to_tosa(data: bytes, *, what: str = "input", progress: bool = True) -> bytes
     with _tools.Progress(label, enabled=progress) as bar:
         if fmt == "tflite":
             cid = tflite.converter_id()
-            key = _cache.key(data, fmt, cid)
+            key = _cache.key(data, fmt, cid, mlir.source_name(what))
             out, _ = _cache.cached(key, lambda: tflite.to_flatbuffer(data, what, bar))
         else:
             cid = mlir.converter_id()
-            key = _cache.key(data, fmt, cid)
+            key = _cache.key(data, fmt, cid, mlir.source_name(what))
             out, _ = _cache.cached(key, lambda: mlir.to_flatbuffer(data, what))
     return out
 

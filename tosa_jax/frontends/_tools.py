@@ -107,14 +107,14 @@ _NOISE = ("WARNING: Different TOSA spec", "WARNING: All log messages before absl
 
 
 def run_tool(cmd: Sequence[str], *, names: dict[str, str] | None = None,
-             tool: str | None = None) -> str:
+             tool: str | None = None, cwd: str | None = None) -> str:
     """Run a converter; its stderr (less known noise) on success, a TosaConverterError with the
     tool's own message on failure. ``names`` maps temporary file paths in that message back to
     what the user knows them by."""
     tool = tool or Path(cmd[0]).name
     try:
         proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, cwd=cwd)
     except subprocess.TimeoutExpired as e:
         raise TosaConverterError(f"{tool} ran over {TIMEOUT_S:.0f} s") from e
     except OSError as e:

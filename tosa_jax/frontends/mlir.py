@@ -90,31 +90,41 @@ def _spec_version(text: str) -> str | None:
     return "1.0"
 
 
+def source_name(what: str) -> str:
+    """The file name tosa-opt sees, so locations in the graph name the user's file (and the
+    flatbuffer does not depend on a temporary directory)."""
+    name = Path(what).name if what not in ("", "input") else ""
+    return re.sub(r"[^\w.+-]", "_", name)[:100].lstrip(".") or "input.mlir"
+
+
 def to_flatbuffer(data: bytes, what: str = "input") -> bytes:
-    """A TOSA flatbuffer from TOSA MLIR text or bytecode (``what``: the name in messages)."""
+    """A TOSA flatbuffer from TOSA MLIR text or bytecode (``what``: the name in messages and
+    in operator locations)."""
     exe = tosa_opt()
     with tempfile.TemporaryDirectory(prefix="tosa_jax_mlir_") as tmp:
         d = Path(tmp)
-        src = d / ("in.mlirbc" if is_bytecode(data) else "in.mlir")
+        name = source_name(what)
+        src = d / (".tosa_jax_in.mlirbc" if is_bytecode(data) else name)  # dot: never a name
         src.write_bytes(data)
-        names = {str(src): what, str(d / "in.mlir"): what}
+        text_file = d / name
+        names = {str(d) + "/": ""}
         try:
             if is_bytecode(data):  # to text first: its attributes decide the version stamp
-                _tools.run_tool([exe, str(src), "-o", str(d / "in.mlir")], names=names)
-            text = (d / "in.mlir").read_text(errors="replace")
+                _tools.run_tool([exe, src.name, "-o", name], names=names, cwd=tmp)
+            text = text_file.read_text(errors="replace")
             passes = []
             version = _spec_version(text)
             if version:
                 passes.append(f"--tosa-attach-target=specification_version={version}")
-            out = d / "out.tosa"
             passes.append("--tosa-serialize=retain-graph-input-output-names "
-                          f"tosa-flatbuffer-filename={out}")
-            _tools.run_tool([exe, *passes, str(d / "in.mlir"), "-o", str(d / "after.mlir")],
-                            names=names)
+                          "tosa-flatbuffer-filename=.tosa_jax_out.tosa")
+            _tools.run_tool([exe, *passes, name, "-o", ".tosa_jax_after.mlir"], names=names,
+                            cwd=tmp)
         except TosaConverterError as e:
             raise TosaConverterError(
                 f"{e}\n(not TOSA MLIR that tosa-opt can serialize: "
                 f"{DIALECT_NOTE.format(version=TOOLS_VERSION)})") from None
+        out = d / ".tosa_jax_out.tosa"
         if not out.exists():
             raise TosaConverterError("tosa-opt wrote no flatbuffer (an empty module?)")
         return out.read_bytes()

@@ -54,4 +54,4 @@ def to_flatbuffer(data: bytes, what: str = "input",
     bc = to_mlir(data, what)
     if progress:
         progress.set_step("tosa-opt")
-    return mlir.to_flatbuffer(bc, f"{what} (legalized to TOSA MLIR)")
+    return mlir.to_flatbuffer(bc, f"{what}.mlir")  # the legalized MLIR, named after the model
