@@ -63,7 +63,7 @@ EXACT_INT8 = ["op_sigmoid_int8", "op_tanh_int8", "op_softmax_int8", "op_gelu_int
               "op_layernorm_int8"]
 # int8 models with fully-connected layers: the largest difference to LiteRT allowed
 FC_INT8 = {"cnn_int8": 1, "mobilenet_int8": 1, "op_dense_int8": 1, "gru_int8": 2,
-           "lstm_int8": 3, "transformer_int8": 3}
+           "lstm_int8": 4, "transformer_int8": 3}
 
 
 @pytest.mark.parametrize("stem", EXACT_INT8)
