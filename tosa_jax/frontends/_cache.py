@@ -26,12 +26,10 @@ DEFAULT_MAX_BYTES = 256 << 20
 
 
 def root_dir() -> Path:
-    """The cache root the environment names (shared with the compile cache; not created here)."""
-    env = os.environ.get("TOSA_JAX_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tosa_jax"
+    """The cache root the environment names: the compile cache's (not created here)."""
+    from tosa_jax.cache import default_dir
+
+    return default_dir()
 
 
 def cache_dir() -> Path:
@@ -39,7 +37,9 @@ def cache_dir() -> Path:
 
 
 def enabled() -> bool:
-    return os.environ.get("TOSA_JAX_CACHE", "1").strip().lower() not in ("0", "off", "false", "no")
+    from tosa_jax.cache import enabled_by_env
+
+    return enabled_by_env()
 
 
 def max_bytes() -> int:
