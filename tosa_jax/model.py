@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from tosa_jax import serialization
+from tosa_jax import frontends, serialization
 from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import TosaError, TosaFormatError, TosaInputError, TosaLimitError
 from tosa_jax.executor import (
@@ -61,7 +61,7 @@ def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | M
     if isinstance(source, Model):
         return source.graph, None
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return serialization.read(source, limits=limits), hashlib.sha256(source).hexdigest()
+        return frontends.read(source, limits=limits), hashlib.sha256(source).hexdigest()
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.exists(path):
@@ -70,8 +70,8 @@ def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | M
             raise TosaFormatError(f"{path}: not a file")
         with open(path, "rb") as f:
             data = f.read()
-        try:
-            return serialization.read(data, limits=limits), hashlib.sha256(data).hexdigest()
+        try:  # any front-door format: TOSA flatbuffer, TOSA MLIR, TFLite (tosa_jax.frontends)
+            return frontends.read(data, limits=limits, what=path), hashlib.sha256(data).hexdigest()
         except TosaError as e:
             raise type(e)(f"{path}: {e}") from e
     raise TosaFormatError(f"cannot load a TOSA graph from {type(source).__name__}: "
@@ -605,8 +605,8 @@ def _bytes_of(source: Any) -> tuple[bytes | None, str | None]:
 
 
 def _parse(data: bytes, label: str | None, limits: Limits) -> Graph:
-    try:
-        return serialization.read(data, limits=limits)
+    try:  # any front-door format: TOSA flatbuffer, TOSA MLIR, TFLite (tosa_jax.frontends)
+        return frontends.read(data, limits=limits, what=label or "input")
     except TosaError as e:
         if label is None:
             raise
