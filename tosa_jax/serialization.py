@@ -60,6 +60,9 @@ _ATTR_CLASSES: dict[int, type] = {
 }
 # Attributes whose raw bytes hold a value of the operator's input element type.
 _TYPED_BYTE_FIELDS = ("min_val", "max_val")
+# Attributes that are strings (the other optional attribute fields are vectors).
+_STRING_FIELDS = ("operator_name", "domain_name", "then_graph", "else_graph", "cond_graph",
+                  "body_graph")
 
 
 def _snake(name: str) -> str:
@@ -240,6 +243,18 @@ class _Reader:
             raise TosaFormatError(f"{what}: negative dimension in shape {list(shape)}")
         return shape
 
+    def data(self, raw: Any, dtype: str, shape: tuple[int, ...], what: str) -> np.ndarray | None:
+        """The values of a tensor or shape, the same rule wherever a data vector is read.
+
+        Absent (the accessor gives 0): no data. Present and empty: the data of a zero-element
+        tensor (a rank-0 shape), else no data, as serializers write an empty vector for every
+        tensor that is not a constant. Present with bytes: decoded, its size checked.
+        """
+        if isinstance(raw, int) or (not len(raw) and num_elements(shape) != 0):
+            return None
+        self.charge(min(len(raw), tensor_bytes(shape, dtype)))
+        return decode_data(raw, dtype, shape, what)
+
     def tensor(self, t: Any, where: str) -> Tensor:
         name = self.string(t.Name())
         what = f"tensor {name!r} in {where}"
@@ -250,11 +265,7 @@ class _Reader:
         if t.Offset() > 1 or t.Size():
             raise TosaUnsupportedError(
                 f"{what}: data stored outside the flatbuffer (>2 GB models)")
-        data = None
-        raw = t.DataAsNumpy()  # 0 when absent; an empty vector is the data of a 0-size tensor
-        if not isinstance(raw, int) and (len(raw) or num_elements(shape) == 0):
-            self.charge(min(len(raw), tensor_bytes(shape, dtype)))
-            data = decode_data(raw, dtype, shape, what)
+        data = self.data(t.DataAsNumpy(), dtype, shape, what)
         vname = t.VariableName()
         return Tensor(name, shape, dtype, data, bool(t.Variable()),
                       None if vname is None else self.string(vname))
@@ -266,6 +277,9 @@ class _Reader:
         self.charge(0)
         for key, value in vars(attr).items():
             key = _snake(key)
+            if value is None and key not in _TYPED_BYTE_FIELDS:
+                # An absent vector or string reads as an empty one, as in the reference model.
+                value = "" if key in _STRING_FIELDS else ()
             if isinstance(value, (bytes, str, np.ndarray, list)):
                 self.charge(8 * len(value))
             if key in _ENUM_FIELDS:
@@ -309,13 +323,17 @@ class _Reader:
             s = b.Shapes(i)
             sname = self.string(s.Name())
             shape = (int(s.Rank()),)
-            raw, data = s.DataAsNumpy(), None
-            if not isinstance(raw, int) and len(raw):
-                self.charge(min(len(raw), tensor_bytes(shape, "SHAPE")))
-                data = decode_data(raw, "SHAPE", shape, f"shape {sname!r}")
+            data = self.data(s.DataAsNumpy(), "SHAPE", shape, f"shape {sname!r}")
             block.tensors[sname] = Tensor(sname, shape, "SHAPE", data)
         for i in range(b.OperatorsLength()):
-            block.operators.append(self.operator(b.Operators(i), i, block, where))
+            op = self.operator(b.Operators(i), i, block, where)
+            block.operators.append(op)
+            # The reference model reads an absent vector as an empty one: a constant of zero
+            # elements (a rank-0 CONST_SHAPE) needs no bytes, whichever way it was written.
+            out = block.tensors.get(op.outputs[0]) if len(op.outputs) == 1 else None
+            if (op.op in ("CONST", "CONST_SHAPE") and out is not None and out.data is None
+                    and num_elements(out.shape) == 0):
+                out.data = np.zeros(out.shape, HOST_DTYPES[out.dtype])
         block.inputs = self.strings(b.Inputs, b.InputsLength())
         block.outputs = self.strings(b.Outputs, b.OutputsLength())
         return block
