@@ -750,3 +750,21 @@ def wide_reduce_extreme(x: Wide, axis: int, largest: bool) -> Wide:
             else (jnp.int32((1 << 31) - 1), jnp.uint32(0xFFFFFFFF)))
     hi, lo = lax.reduce((jnp.asarray(x.hi), jnp.asarray(x.lo)), init, pick, (axis,))
     return Wide(jnp.expand_dims(hi, axis), jnp.expand_dims(lo, axis))
+
+
+# ----------------------------------------------------------------------------- float accumulation
+
+
+def sequential_sum(x: Array, axis: int, acc_dtype: Any) -> Array:
+    """``acc = 0; for each index along axis: acc = acc + value`` in index order, rounded to
+    ``acc_dtype`` after every add (keepdims): the spec's REDUCE_SUM loop, as the reference model
+    runs it. For FP16 (acc_t fp16) a tree sum, or one in a wider type, differs by ulps that add
+    up over a long axis. The partial sum is a loop carry, so XLA cannot keep excess precision
+    between adds."""
+    xs = jnp.moveaxis(jnp.asarray(x), axis, 0).astype(acc_dtype)
+
+    def add(acc: Array, value: Array) -> tuple[Array, None]:
+        return acc + value, None
+
+    acc, _ = lax.scan(add, jnp.zeros(xs.shape[1:], acc_dtype), xs)
+    return jnp.expand_dims(acc, axis)

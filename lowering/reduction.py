@@ -14,7 +14,12 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from tosa_jax.lowering import Node, lowering
-from tosa_jax.lowering.numerics import as_wide, wide_reduce_extreme, wide_reduce_sum
+from tosa_jax.lowering.numerics import (
+    as_wide,
+    sequential_sum,
+    wide_reduce_extreme,
+    wide_reduce_sum,
+)
 
 from tosa_jax.errors import TosaValidationError
 
@@ -105,5 +110,8 @@ def reduce_sum(node: Node, input: Any, *, axis: int) -> Any:
         w = wide_reduce_sum(as_wide(input), axis)
         return type(w)(jnp.expand_dims(w.hi, axis), jnp.expand_dims(w.lo, axis))
     x = jnp.asarray(input)
-    acc = jnp.sum(x, axis=axis, keepdims=True, dtype=_SUM_ACC.get(node.inputs[0].dtype, x.dtype))
+    acc_t = _SUM_ACC.get(node.inputs[0].dtype, x.dtype)
+    if acc_t == jnp.float16:  # fp16 partial sums, in order: the reference model's results
+        return sequential_sum(x, axis, acc_t)
+    acc = jnp.sum(x, axis=axis, keepdims=True, dtype=acc_t)
     return acc.astype(x.dtype)
