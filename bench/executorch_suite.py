@@ -18,12 +18,16 @@ The pytest outcome of each test follows the reference model; the table is the re
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import pytest
 
 OPS = ["add", "softmax", "sigmoid", "relu", "conv2d", "linear", "avg_pool2d", "mean_dim", "amax",
        "any", "select", "sum", "cond", "while"]  # test_mean_dim.py holds mean too
@@ -49,6 +53,11 @@ class _Timed:
         self._engine, self._name, self._bench = engine, name, bench
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        rec, save = self._bench.current, self._bench.save_graphs
+        if save and rec is not None and self._name == "ref" and args:
+            name = re.sub(r"[^\w.-]+", "_", rec.test)[-150:]
+            with open(os.path.join(save, f"{name}.{rec.calls.get('ref', 0)}.tosa"), "wb") as f:
+                f.write(bytes(args[0]))
         start = time.perf_counter()
         try:
             return self._engine.run(*args, **kwargs)
@@ -63,8 +72,9 @@ class _Timed:
 class SuiteBench:
     """A pytest plugin object: runs every output comparison on both engines."""
 
-    def __init__(self, per_file: int | None) -> None:
+    def __init__(self, per_file: int | None, save_graphs: str | None = None) -> None:
         self.per_file = per_file
+        self.save_graphs = save_graphs
         self.records: dict[str, Record] = {}
         self.current: Record | None = None
         self.started = time.perf_counter()
@@ -81,6 +91,7 @@ class SuiteBench:
         original = ArmTester.run_method_and_compare_outputs
         bench = self
 
+        @functools.wraps(original)  # pipelines name their stages after the method
         def both_engines(tester: Any, *args: Any, **kwargs: Any) -> Any:
             rng = torch.get_rng_state()
             failure: dict[str, BaseException] = {}
@@ -110,6 +121,7 @@ class SuiteBench:
         ArmTester.run_method_and_compare_outputs = both_engines
         test_pipeline.TOSAPipeline.is_tosa_ref_model_available = staticmethod(lambda: True)
 
+    @pytest.hookimpl(trylast=True)  # after -k has deselected
     def pytest_collection_modifyitems(self, config: Any, items: list[Any]) -> None:
         """Keep ``per_file`` tests of each file, spread evenly over its selected ones."""
         if not self.per_file:
@@ -199,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only the first N selected tests of each file")
     ap.add_argument("-k", default="tosa", help="pytest -k expression (default: tosa)")
     ap.add_argument("--json", help="write every record and the totals here")
+    ap.add_argument("--save-graphs", metavar="DIR", help="keep every TOSA graph run, as .tosa")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = ap.parse_args(argv)
     try:
@@ -206,8 +219,6 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("needs torch and executorch: pip install 'tosa_jax[executorch]'", file=sys.stderr)
         return 2
-    import pytest
-
     root = list(arm_test.__path__)[0]  # a namespace package: no __file__
     files = [os.path.join(root, "ops", f"test_{o}.py") for o in args.ops]
     files += [os.path.join(root, "models", f"test_{m}.py") for m in args.models]
@@ -215,7 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"no such test file(s): {missing}", file=sys.stderr)
         return 2
-    bench = SuiteBench(args.per_file)
+    if args.save_graphs:
+        os.makedirs(args.save_graphs, exist_ok=True)
+    # ExecuTorch finds flatc on the PATH: the environment's bin directory may not be on it
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+    bench = SuiteBench(args.per_file, args.save_graphs)
     pytest.main(["--config-file=/dev/null", "-p", "no:cacheprovider", "-q", "-k", args.k,
                  "-W", "ignore", *files, *args.pytest_args], plugins=[bench])
     result = report(bench)
