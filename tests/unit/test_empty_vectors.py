@@ -47,11 +47,21 @@ def _both(buf: bytes, set_field: Callable[[Any, Any], None],
 
 
 def _reshape_to_scalar(dtype: str = "INT32") -> bytes:
-    """x[1,1] -> RESHAPE(CONST_SHAPE []) -> y[]: the rank-0 shape constant."""
+    """x[1,1] -> RESHAPE(CONST_SHAPE []) -> y[]: the rank-0 shape constant, kept in the tensor
+    list (TOSA 1.0 files; the writer puts SHAPE values in the block's shape list)."""
     b = GraphBuilder()
     x = b.input("x", (1, 1), dtype)
     y = b.op("RESHAPE", [x, b.const(np.zeros(0, np.int64), "SHAPE", name="shape")], (), dtype)
-    return tosa_jax.write(b.build([y]))
+
+    def to_tensor_list(g: Any) -> None:
+        blk = _main(g)
+        for s in blk.shapes or []:
+            t = fb.TosaTensorT()
+            t.name, t.type, t.shape = s.name, fb.DType.SHAPE, [s.rank]
+            t.data = np.zeros(0, np.uint8)
+            blk.tensors.append(t)
+        blk.shapes = []
+    return _edit(tosa_jax.write(b.build([y])), to_tensor_list)
 
 
 def _tensor(g: Any, name: str) -> Any:
