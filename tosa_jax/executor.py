@@ -17,9 +17,9 @@ from tosa_jax.errors import (
     TosaUnsupportedError,
     TosaValidationError,
 )
-from tosa_jax.ir import HOST_DTYPES, Block, Graph, Operator, Tensor
+from tosa_jax.ir import HOST_DTYPES, Block, Graph, Operator, Tensor, Wide, wide_from_numpy
 from tosa_jax.lowering import LOWERINGS, Node, WithState
-from tosa_jax.lowering.numerics import DEVICE_DTYPES, Wide, wide_from_numpy
+from tosa_jax.lowering.numerics import DEVICE_DTYPES
 
 # Operators that run blocks (EXT-CONTROLFLOW) or touch variables (EXT-VARIABLE). They are never
 # evaluated eagerly as constants: their results may depend on the variable state, and their

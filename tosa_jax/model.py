@@ -22,9 +22,8 @@ from tosa_jax.executor import (
     host_to_value,
     initial_state,
 )
-from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES, Graph
+from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES, INT_RANGES, Graph, Wide, wide_to_numpy
 from tosa_jax.limits import Limits, check_graph, human_bytes
-from tosa_jax.lowering.numerics import INT_RANGES, Wide, wide_to_numpy
 from tosa_jax.profiles import validate
 
 
