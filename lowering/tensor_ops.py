@@ -50,9 +50,9 @@ from tosa_jax.lowering.numerics import (
 )
 
 from tosa_jax.errors import TosaValidationError
+from tosa_jax.ir import FLOAT_TYPES
 
 _I32_MAX = (1 << 31) - 1
-_FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
 
 
 def _wrap32(v: int) -> int:
@@ -78,7 +78,7 @@ def _scalar(node: Node, index: int, value: Any) -> int | float:
 
     EXT-DYNAMIC lets it arrive at run time; a floating-point zero point must be 0 (ERROR_IF in
     every operator that takes one), so a run-time one is taken as the 0 it has to be."""
-    if node.inputs[index].dtype in _FLOAT_TYPES and not isinstance(value, np.ndarray):
+    if node.inputs[index].dtype in FLOAT_TYPES and not isinstance(value, np.ndarray):
         return 0.0
     if not isinstance(value, np.ndarray):
         # an integer one: only int8 may be non-zero (ERROR_IF), so any other type's is the 0
@@ -87,7 +87,7 @@ def _scalar(node: Node, index: int, value: Any) -> int | float:
             return 0
         return as_i32(jnp.asarray(value).reshape(-1)[0])
     v = constant(node, index, value).reshape(-1)[0]
-    return float(v) if node.inputs[index].dtype in _FLOAT_TYPES else int(v)
+    return float(v) if node.inputs[index].dtype in FLOAT_TYPES else int(v)
 
 
 def _check_zero_points(node: Node, zps: list[tuple[str, int, Any]]) -> list[int | float]:
@@ -414,7 +414,7 @@ def _convolve(node: Node, x: Any, w: Any, bias: Any, zp: Any, wzp: Any, g: _Conv
               acc_type: str) -> Any:
     """The shared body of the convolutions, once the weight is canonical."""
     in_t = node.inputs[0].dtype
-    if in_t in _FLOAT_TYPES:
+    if in_t in FLOAT_TYPES:
         acc = _float_conv(x, w, g, acc_type)
     elif not (isinstance(zp, int) and isinstance(wzp, int)):
         acc = _dynamic_zp_conv(node, x, w, g, zp, wzp)
@@ -428,7 +428,7 @@ def _check_acc(node: Node, acc_type: str) -> None:
     in_t, w_t, out_t = node.inputs[0].dtype, node.inputs[1].dtype, node.out.dtype
     expected = {("INT8", "INT8"): "INT32", ("INT8", "INT4"): "INT32",
                 ("INT16", "INT8"): "INT48"}.get((in_t, w_t))
-    if in_t not in _FLOAT_TYPES and expected is None:
+    if in_t not in FLOAT_TYPES and expected is None:
         raise TosaValidationError(f"{node.op}: no type support for in_t {in_t}, weight_t {w_t}")
     if expected is not None and (acc_type != expected or out_t != expected):
         raise TosaValidationError(
@@ -545,7 +545,7 @@ def avg_pool2d(node: Node, input: Any, input_zp: Any, output_zp: Any, *, kernel:
     count = np.outer(_valid_counts(ih, oh, stride[0], pt, kernel[0]),
                      _valid_counts(iw, ow, stride[1], pl, kernel[1])).reshape(1, oh, ow, 1)
 
-    if in_out_t in _FLOAT_TYPES:
+    if in_out_t in FLOAT_TYPES:
         acc = DEVICE_DTYPES[acc_type]
         x = jnp.asarray(input).astype(acc)
         total = lax.reduce_window(x, jnp.zeros((), acc), lax.add, window, strides, padding)
@@ -643,7 +643,7 @@ def depthwise_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: A
     g = _forward_geometry(node, (ih, iw), (kh, kw), pad, stride, dilation, ("H", "W"), c)
     if node.inputs[0].dtype != "INT16" and kh * kw <= _TAPS_MAX:
         acc = _depthwise_taps(input, _get_weight(node, weight), g, zp, wzp,
-                              node.inputs[0].dtype in _FLOAT_TYPES, acc_type)
+                              node.inputs[0].dtype in FLOAT_TYPES, acc_type)
         return _add_bias(node, acc, bias, c * m)
     # [KH,KW,C,M] -> [KH,KW,1,C*M]: with C groups, output channel c*M+m reads input channel c
     # only, which is the pseudocode's output index.
@@ -703,7 +703,7 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
                                   f"{[n, h, w]}")
     in_t, out_t = node.inputs[0].dtype, node.out.dtype
     dims = (((2,), (1,)), ((0,), (0,)))
-    if in_t in _FLOAT_TYPES:
+    if in_t in FLOAT_TYPES:
         acc = DEVICE_DTYPES[out_t]
         return lax.dot_general(jnp.asarray(A).astype(acc), jnp.asarray(B).astype(acc), dims,
                                precision=lax.Precision.HIGHEST, preferred_element_type=acc)
@@ -821,7 +821,7 @@ def _check_fft(node: Node, shapes_out: Any) -> tuple[int, int, int, Any]:
             raise TosaValidationError(f"{node.op}: output shape {list(t.shape)}, expected "
                                       f"{list(shapes_out(n, h, w))}")
     dt = node.inputs[0].dtype
-    if dt not in _FLOAT_TYPES or any(t.dtype != dt for t in (*node.inputs, *node.outputs)):
+    if dt not in FLOAT_TYPES or any(t.dtype != dt for t in (*node.inputs, *node.outputs)):
         raise TosaValidationError(f"{node.op}: no type support for {dt}")
     return n, h, w, DEVICE_DTYPES[dt]
 

@@ -27,6 +27,7 @@ from tosa_jax.lowering.numerics import (
 )
 
 from tosa_jax.errors import TosaUnsupportedError, TosaValidationError
+from tosa_jax.ir import FLOAT_TYPES, INT_BITS
 
 
 def _int32_operand(node: Node, index: int, value: Any) -> Any:
@@ -66,7 +67,7 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
 
     # Extend the input and its zero point to 48 bits (unsigned: zero-extend) and subtract.
     if input_unsigned:
-        mask = (1 << {"INT8": 8, "INT16": 16}[in_t]) - 1
+        mask = (1 << INT_BITS[in_t]) - 1
         in_zp &= mask
         value = as_i32(input) & mask
     elif in_t == "INT48":
@@ -74,7 +75,7 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     else:
         value = as_i32(input)
     if output_unsigned:
-        out_zp &= (1 << {"INT8": 8, "INT16": 16}[out_t]) - 1
+        out_zp &= (1 << INT_BITS[out_t]) - 1
 
     if isinstance(value, Wide):
         result = apply_scale_16(wide_sub(value, wide(jnp.asarray(in_zp, jnp.int32))),
@@ -86,7 +87,7 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
 
     result = result + out_zp
     if output_unsigned:
-        bits = {"INT8": 8, "INT16": 16}[out_t]
+        bits = INT_BITS[out_t]
         result = jnp.clip(result, 0, (1 << bits) - 1)
         # The unsigned value's bit pattern, stored in the signed type of the same width.
         return (result - jnp.where(result >= 1 << (bits - 1), 1 << bits, 0)).astype(
@@ -105,14 +106,14 @@ def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndar
     value = (wide_to_numpy(input) if isinstance(input, Wide)
              else np.asarray(input).astype(np.int64))
     if input_unsigned:
-        mask = (1 << {"INT8": 8, "INT16": 16}[in_t]) - 1
+        mask = (1 << INT_BITS[in_t]) - 1
         value, in_zp = value & mask, in_zp & mask
     result = apply_scale_host(value - in_zp, multiplier, shift, scale32,
                               rounding_mode == "DOUBLE_ROUND")
     if result is None:
         return None
     if output_unsigned:
-        bits = {"INT8": 8, "INT16": 16}[out_t]
+        bits = INT_BITS[out_t]
         result = np.clip(result.astype(np.int64) + (out_zp & ((1 << bits) - 1)), 0,
                          (1 << bits) - 1)
         result = result - np.where(result >= 1 << (bits - 1), 1 << bits, 0)
@@ -121,9 +122,6 @@ def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndar
     return np.clip(result.astype(np.int64) + out_zp, lo, hi).astype(
         np.dtype(DEVICE_DTYPES[out_t]))
 
-
-_FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
-_INT_BITS = {"INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48}
 
 
 def _int32_to_bf16(x: Any) -> Any:
@@ -165,32 +163,32 @@ def cast(node: Node, input: Any) -> Any:
         if isinstance(input, Wide):
             return (input.hi != 0) | (input.lo != 0)
         return jnp.asarray(input) != 0
-    if out_t in _FLOATS:
+    if out_t in FLOAT_TYPES:
         out_dtype = DEVICE_DTYPES[out_t]
         if in_t == "BOOL":
             return jnp.where(jnp.asarray(input), 1.0, 0.0).astype(out_dtype)
         if in_t == "INT32" and out_t == "BF16":
             return _int32_to_bf16(input)
-        if in_t in _FLOATS or in_t in ("INT4", "INT8", "INT16", "INT32"):
+        if in_t in FLOAT_TYPES or in_t in ("INT4", "INT8", "INT16", "INT32"):
             # int8/int16 are exact in f32; int32 -> fp16 rounds once (|x| >= 2^24 overflows
             # fp16 either way); float -> float: XLA's convert rounds to nearest even and
             # overflows to inf (NaN for fp8e4m3, which has no inf), as round_to_nearest_float.
             return jnp.asarray(input).astype(out_dtype)
         raise TosaUnsupportedError(f"CAST from {in_t} to {out_t} is not supported")
-    if out_t not in _INT_BITS:
+    if out_t not in INT_BITS:
         raise TosaUnsupportedError(f"CAST to {out_t} is not supported")
     # Conversion to integer cases.
     if in_t == "BOOL":
         # out = (in) ? 1 : 0
         value = jnp.asarray(input).astype(jnp.int32)
         return wide(value) if out_t == "INT48" else value.astype(DEVICE_DTYPES[out_t])
-    if in_t in _FLOATS:
+    if in_t in FLOAT_TYPES:
         if out_t == "INT48":
             raise TosaUnsupportedError(f"CAST from {in_t} to INT48 is not supported")
         return _float_to_int(input, out_t)
-    if in_t not in _INT_BITS:
+    if in_t not in INT_BITS:
         raise TosaUnsupportedError(f"CAST from {in_t} is not supported")
-    if _INT_BITS[out_t] >= _INT_BITS[in_t]:
+    if INT_BITS[out_t] >= INT_BITS[in_t]:
         # out = sign_extend<out_t>(in)
         if out_t == "INT48":
             return input if isinstance(input, Wide) else wide(input)

@@ -50,7 +50,6 @@ ROUNDING_EXTENSIONS = {name: v["extension"]
                        for name, v in spec_data.ENUMS["rounding_mode_t"].items()}
 ELEMENT_BYTES = {"BOOL": 1, "INT4": 1, "INT8": 1, "INT16": 2, "INT32": 4, "INT48": 6,
                  "SHAPE": 8, "FP16": 2, "BF16": 2, "FP32": 4, "FP8E4M3": 1, "FP8E5M2": 1}
-FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
 
 
 @dataclass(frozen=True)
