@@ -1,4 +1,13 @@
-"""tosa_jax: TOSA 1.0 graphs as jit-compiled JAX functions, bit-exact for integers."""
+"""tosa_jax: TOSA 1.0 graphs as jit-compiled JAX functions, bit-exact for integers.
+
+The public names load on first use (PEP 562): ``import tosa_jax.ir``, ``tosa_jax.profiles`` or
+``tosa-jax info`` read graphs without importing JAX or the lowerings.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from tosa_jax import inspect  # tosa_jax.inspect.compare(...) after a plain import tosa_jax
 from tosa_jax.errors import (
@@ -10,13 +19,36 @@ from tosa_jax.errors import (
     TosaValidationError,
     TosaVersionError,
 )
-from tosa_jax.evaluate import EvalResult, evaluate
-from tosa_jax.ir import Graph, GraphBuilder
-from tosa_jax.lowering.numerics import Wide
-from tosa_jax.model import Model, TensorSpec, load
-from tosa_jax.serialization import read, write
 
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it, imported when the name is first used.
+_LAZY = {
+    "EvalResult": "tosa_jax.evaluate", "evaluate": "tosa_jax.evaluate",
+    "Graph": "tosa_jax.ir", "GraphBuilder": "tosa_jax.ir", "Wide": "tosa_jax.ir",
+    "Model": "tosa_jax.model", "TensorSpec": "tosa_jax.model", "load": "tosa_jax.model",
+    "read": "tosa_jax.serialization", "write": "tosa_jax.serialization",
+}
+
+if TYPE_CHECKING:
+    from tosa_jax.evaluate import EvalResult, evaluate
+    from tosa_jax.ir import Graph, GraphBuilder, Wide
+    from tosa_jax.model import Model, TensorSpec, load
+    from tosa_jax.serialization import read, write
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tosa_jax' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "EvalResult", "Graph", "GraphBuilder", "Model", "TensorSpec", "TosaError", "TosaFormatError",

@@ -10,11 +10,16 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tosa_jax.errors import TosaError, TosaInputError
-from tosa_jax.model import Model, load, read_source
+
+if TYPE_CHECKING:
+    from tosa_jax.model import Model
+# JAX, the lowerings and profiles are imported by the commands that need them, so that
+# ``--help`` and mistakes in the arguments answer at once.
 
 
 def _parse_inputs(model: Model, specs: list[str], mmap: bool = False) -> dict[str, np.ndarray]:
@@ -36,6 +41,8 @@ def _parse_inputs(model: Model, specs: list[str], mmap: bool = False) -> dict[st
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from tosa_jax.model import read_source
+
     g = read_source(args.graph)  # no lowering needed to describe a graph
     major, minor, patch, draft = g.version
     print(f"{args.graph}: TOSA {major}.{minor}.{patch}{'-draft' if draft else ''}")
@@ -54,6 +61,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Print what a graph requires and any ERROR_IF it breaks; 0 when valid (for the target)."""
     from tosa_jax import profiles  # reads the IR only: no JAX tracing, no lowering
+    from tosa_jax.model import read_source
 
     profile = args.profile[0] if args.profile and len(args.profile) == 1 else args.profile
     try:
@@ -82,6 +90,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from tosa_jax.model import load
+
     model = load(args.graph, device=args.device)
     inputs = _parse_inputs(model, args.inputs)
     t0 = time.perf_counter()
@@ -123,6 +133,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
     from tosa_jax.evaluate import evaluate
+    from tosa_jax.model import load
 
     if args.host_devices:
         try:  # only possible before JAX has started its CPU backend
@@ -190,6 +201,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
     from tosa_jax import hw_models
     from tosa_jax.hw_models.cost import vela_cycles_total
+    from tosa_jax.model import read_source
 
     graph = read_source(args.graph)
     policy = None
