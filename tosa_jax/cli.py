@@ -267,6 +267,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     from tosa_jax import inspect as ti
     from tosa_jax.ir import INTEGER_TYPES
+    from tosa_jax.model import load
 
     model = load(args.graph, device=args.device)
     inputs = _parse_inputs(model, args.inputs)
@@ -342,8 +343,24 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 1 if wrong and args.against == "reference" else 0
 
 
+def _version() -> str:
+    """tosa_jax's version and the JAX it runs on (from the installed metadata: no JAX import)."""
+    from importlib import metadata
+
+    from tosa_jax import __version__
+
+    deps = []
+    for dist in ("jax", "jaxlib"):
+        try:
+            deps.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            deps.append(f"{dist} not installed")
+    return f"tosa-jax {__version__} ({', '.join(deps)})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tosa-jax", description=__doc__)
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="version, inputs, outputs and operator counts of a graph")
     p.add_argument("graph")

@@ -160,17 +160,38 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+def _matches(value: Any, t: Tensor) -> bool:
+    """``value`` is a graph-function value of tensor ``t``: its shape, and its JAX dtype (INT48:
+    a Wide pair)."""
+    if t.dtype == "INT48":
+        return isinstance(value, Wide) and tuple(jnp.shape(value.hi)) == t.shape
+    return (hasattr(value, "dtype") and hasattr(value, "shape")
+            and tuple(value.shape) == t.shape
+            and np.dtype(value.dtype) == np.dtype(DEVICE_DTYPES[t.dtype]))
+
+
+def _check_args(block: Block, args: Sequence[Any]) -> None:
+    """The arguments of ``model.fn`` must be the entry block's inputs, each of its declared
+    shape and JAX dtype (under ``jax.vmap``: the shape of one sample)."""
+    if len(args) != len(block.inputs):
+        raise TosaInputError(f"the graph takes {len(block.inputs)} input(s) "
+                             f"{list(block.inputs)}, got {len(args)}")
+    for name, value in zip(block.inputs, args, strict=True):
+        t = block.tensors[name]
+        if not _matches(value, t):
+            want = ("a tosa_jax.Wide pair" if t.dtype == "INT48"
+                    else str(np.dtype(DEVICE_DTYPES[t.dtype])))
+            raise TosaInputError(
+                f"input {name!r} is declared {t.dtype}{list(t.shape)}: the graph function "
+                f"takes {want} of that shape (under jax.vmap, one sample's), got "
+                f"{_describe(value)}")
+
+
 def _check_result(node: Node, value: Any, t: Tensor, where: str) -> None:
     """A lowering's result must have the declared shape and element type."""
     if t.dtype == "SHAPE":
         return
-    if t.dtype == "INT48":
-        ok = isinstance(value, Wide) and tuple(jnp.shape(value.hi)) == t.shape
-    else:
-        ok = (hasattr(value, "dtype") and hasattr(value, "shape")
-              and tuple(value.shape) == t.shape
-              and np.dtype(value.dtype) == np.dtype(DEVICE_DTYPES[t.dtype]))
-    if not ok:
+    if not _matches(value, t):
         raise TosaValidationError(
             f"{where}: output {t.name!r} is declared {t.dtype}{list(t.shape)}, but the operator "
             f"gives {_describe(value)} for these inputs and attributes (if the graph is valid, "
@@ -345,6 +366,7 @@ def graph_function(graph: Graph) -> Callable[..., tuple[Any, ...]]:
         return stateful
 
     def fn(*args: Any) -> tuple[Any, ...]:
+        _check_args(graph.main, args)
         return evaluate_block(graph, graph.main, args)
 
     return fn
@@ -365,6 +387,7 @@ def graph_state_function(graph: Graph) -> Callable[..., tuple[tuple[Any, ...], d
         if unknown:
             raise TosaInputError(f"unknown variable(s) {unknown}; the graph's variables are "
                                  f"{sorted(names)}")
+        _check_args(graph.main, args)
         full = initial_values(graph) if set(state) != names else {}
         full.update(state)
         return run_block(graph, graph.main, args, full)

@@ -7,11 +7,14 @@ into int8, INT48 and SHAPE widened to int64, BOOL as bool.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
+
+from tosa_jax.errors import TosaValidationError
 
 # Host (numpy) representation of each TOSA element type.
 HOST_DTYPES: dict[str, np.dtype] = {
@@ -226,6 +229,12 @@ class GraphBuilder:
     def op(self, op: str, inputs: list[str], shape: tuple[int, ...], dtype: str,
            name: str | None = None, **attrs: Any) -> str:
         """Append an operator with one output; returns the output's name."""
+        from tosa_jax.serialization import OP_VALUES  # the schema's operators: what can be written
+
+        if op not in OP_VALUES:
+            close = difflib.get_close_matches(op, list(OP_VALUES), n=3)
+            raise TosaValidationError(f"GraphBuilder.op: {op!r} is not a TOSA operator"
+                                      + (f" (did you mean {', '.join(close)}?)" if close else ""))
         out = name or self._name(op.lower())
         self.block.tensors[out] = Tensor(out, tuple(shape), dtype)
         self.block.operators.append(Operator(op, list(inputs), [out], attrs))

@@ -93,7 +93,11 @@ class Model:
       in output order. Outputs are JAX arrays, except INT48 outputs: numpy int64.
     * ``model.run({name: array}) -> {name: numpy array}`` for name-based use.
     * ``model.fn``: the pure JAX function (inputs in order -> tuple of outputs), for use in the
-      caller's own ``jit``/``vmap``. There INT48 values are ``numerics.Wide`` pairs.
+      caller's own ``jit``/``vmap``/``grad``. It always returns a tuple, even of one output, so
+      that code transforming it sees one pytree structure whatever the graph; INT48 values are
+      ``tosa_jax.Wide`` pairs there (no 64-bit JAX types). ``model(...)`` is the convenience
+      around it: inputs checked and converted, one output unwrapped, INT48 as numpy int64.
+      ``model.fn`` checks only that its arguments have the declared shapes and JAX dtypes.
 
     Stateful graphs (EXT-VARIABLE) keep their variables in the Model, across calls: each call
     reads them and commits what the graph writes (only when the call succeeds).
@@ -143,7 +147,7 @@ class Model:
             self.outputs = [TensorSpec(n, tuple(s), t) for n, s, t in meta["outputs"]]
             self.variables = []
             floats = meta["floats"]
-        self.device = jax.devices(device)[0] if isinstance(device, str) else device
+        self.device = _device(device)
         self._state: dict[str, Any] = {}
         self._state_lock = threading.Lock()
         if self.variables:
@@ -606,3 +610,15 @@ def _parse(data: bytes, label: str | None, limits: Limits) -> Graph:
         if label is None:
             raise
         raise type(e)(f"{label}: {e}") from e
+
+
+def _device(device: jax.Device | str | None) -> jax.Device | None:
+    """A platform name ("cpu", "gpu") as its first JAX device; a device or None as it is."""
+    if not isinstance(device, str):
+        return device
+    try:
+        return jax.devices(device)[0]
+    except RuntimeError as e:  # JAX: "Unknown backend" or the backend failed to start
+        present = sorted({d.platform for d in jax.devices()})
+        raise TosaInputError(f"device {device!r}: JAX has no such platform on this machine "
+                             f"(it has: {', '.join(present)})") from e
