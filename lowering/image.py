@@ -116,16 +116,12 @@ def resize(node: Node, input: Any, scale: Any, offset: Any, border: Any, *, mode
     x = no_fold(input)
 
     if mode == "NEAREST":
-        if is_float:
-            # dy = ry / scale_y_n in resize_t; take iy1 when dy >= 0.5.
-            ft = _FLOAT_HOST[in_t]
-            fy = dy.astype(ft) / ft(scale_y_n)
-            fx = dx.astype(ft) / ft(scale_x_n)
-            iy = np.where(fy >= ft(0.5), iy1, iy0)
-            ix = np.where(fx >= ft(0.5), ix1, ix0)
-        else:
-            iy = np.where(2 * dy >= scale_y_n, iy1, iy0)
-            ix = np.where(2 * dx >= scale_x_n, ix1, ix0)
+        # The input value closest to the sample position, for float and integer types alike:
+        # ry / scale_n >= 0.5 decided exactly, as 2 * ry >= scale_n. The float pseudocode's
+        # "dy >= 0.5" with dy in resize_t is judged against fp64 (Precision Requirements);
+        # rounded to bf16 or fp16, 204 / 409 becomes 0.5 and would take the next row.
+        iy = np.where(2 * dy >= scale_y_n, iy1, iy0)
+        ix = np.where(2 * dx >= scale_x_n, ix1, ix0)
         return _take(_take(x, iy, 1), ix, 2).astype(x.dtype)
     if mode != "BILINEAR":
         raise TosaValidationError(f"RESIZE: unknown mode {mode!r}")
