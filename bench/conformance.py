@@ -49,6 +49,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from tosa_jax.testing import find_tests
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SUT_DIR = REPO_ROOT / "tests" / "conformance"
 SUT_MODULE = "tosa_jax_sut"
@@ -477,11 +479,6 @@ def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2) -> Path:
 
 # --------------------------------------------------------------------------------------------
 # running
-
-
-def find_tests(root: Path) -> list[Path]:
-    """Test directories (those holding desc.json) under root, sorted."""
-    return sorted(p.parent for p in Path(root).rglob("desc.json"))
 
 
 def test_operator(test_dir: Path) -> str:
