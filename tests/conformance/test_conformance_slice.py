@@ -32,7 +32,6 @@ from typing import Any
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE_ROOT = REPO_ROOT / ".cache" / "conformance"
 JOBS = int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2"))
 
 
@@ -51,9 +50,10 @@ def _load_bench() -> ModuleType:
 
 conf = _load_bench()
 
-# Profiles and extensions under test: all of them
-SELECTION = conf.Selection(version="1.0.2", profiles=("all",), extensions=("all",),
-                           test_type="positive")
+# Profiles and extensions under test: all of them (scripts/test.sh generates it first, with
+# progress: output is captured while pytest collects)
+SELECTION = conf.CI_SELECTION
+CACHE_ROOT = conf.CI_CACHE
 
 
 def _slice_params() -> list[Any]:
