@@ -9,22 +9,18 @@ from typing import Any
 
 import jax.numpy as jnp
 from tosa_jax.lowering import Node, lowering
-from tosa_jax.lowering.ewise_binary import check_broadcast
 
 
 @lowering("EQUAL")
 def equal(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.equal(input1, input2)
 
 
 @lowering("GREATER")
 def greater(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.greater(input1, input2)
 
 
 @lowering("GREATER_EQUAL")
 def greater_equal(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.greater_equal(input1, input2)

@@ -22,53 +22,24 @@ from tosa_jax.lowering.numerics import (
     wrap_cast,
 )
 
-from tosa_jax.errors import TosaValidationError
-
 # Bit width of the integer element types these operators take.
 _BITS = {"INT8": 8, "INT16": 16, "INT32": 32}
-
-
-def check_broadcast(node: Node, count: int = 2) -> None:
-    """ERROR_IF(shape != broadcast_shape(shape1, shape2[, shape3])), checked before tracing."""
-    shapes = [node.inputs[i].shape for i in range(count)]
-    out = tuple(node.out.shape)
-    shape = tuple(shapes[0])
-    for i, other in enumerate(shapes[1:], start=2):
-        if len(other) != len(shape):
-            raise TosaValidationError(
-                f"{node.op}: ERROR_IF(rank(shape1) != rank(shape{i})): input ranks "
-                f"{len(shape)} and {len(other)} differ")
-        merged = []
-        for d, e in zip(shape, other, strict=True):
-            if d != 1 and e != 1 and d != e:
-                raise TosaValidationError(
-                    f"{node.op}: input{i} shape {list(other)} does not broadcast against "
-                    f"{list(shape)} (broadcast_shape ERROR_IF)")
-            merged.append(e if d == 1 else d)
-        shape = tuple(merged)
-    if shape != out:
-        raise TosaValidationError(
-            f"{node.op}: ERROR_IF(shape != broadcast_shape(...)): output shape {list(out)} is not "
-            f"the broadcast shape {list(shape)} of the inputs")
 
 
 @lowering("ADD")
 def add(node: Node, input1: Any, input2: Any) -> Any:
     """apply_add_s: integer overflow is a REQUIRE failure, so two's-complement wrap is exact."""
-    check_broadcast(node)
     return jnp.add(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
 @lowering("SUB")
 def sub(node: Node, input1: Any, input2: Any) -> Any:
     """apply_sub_s: as ADD, overflow is a REQUIRE failure and wrapping is exact otherwise."""
-    check_broadcast(node)
     return jnp.subtract(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
 @lowering("ARITHMETIC_RIGHT_SHIFT")
 def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool) -> Any:
-    check_broadcast(node)
     t = node.out.dtype
     # apply_arith_rshift: sign-extend both operands to int32 and shift (value2 is REQUIRE'd to
     # lie in [0, width - 1]).
@@ -84,19 +55,16 @@ def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool)
 
 @lowering("BITWISE_AND")
 def bitwise_and(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.bitwise_and(input1, input2)
 
 
 @lowering("BITWISE_OR")
 def bitwise_or(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.bitwise_or(input1, input2)
 
 
 @lowering("BITWISE_XOR")
 def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.bitwise_xor(input1, input2)
 
 
@@ -104,32 +72,27 @@ def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
 def intdiv(node: Node, input1: Any, input2: Any) -> Any:
     """apply_intdiv_s: C division, truncating toward zero (lax.div, not floor_divide).
     value2 == 0 and INT32_MIN / -1 are REQUIRE failures."""
-    check_broadcast(node)
     return lax.div(*jnp.broadcast_arrays(as_i32(input1), as_i32(input2)))
 
 
 @lowering("LOGICAL_AND")
 def logical_and(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.logical_and(input1, input2)
 
 
 @lowering("LOGICAL_OR")
 def logical_or(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.logical_or(input1, input2)
 
 
 @lowering("LOGICAL_XOR")
 def logical_xor(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.logical_xor(input1, input2)
 
 
 @lowering("LOGICAL_LEFT_SHIFT")
 def logical_left_shift(node: Node, input1: Any, input2: Any) -> Any:
     """value1 << value2 in the element type: shift in int32, keep the type's low bits."""
-    check_broadcast(node)
     return wrap_cast(as_i32(input1) << as_i32(input2), node.out.dtype)
 
 
@@ -137,7 +100,6 @@ def logical_left_shift(node: Node, input1: Any, input2: Any) -> Any:
 def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
     """apply_logical_rshift: zero-extend value1 from the type's width to uint32, shift, and
     static_cast back (so an int8 -1 >> 1 is 127, not -1)."""
-    check_broadcast(node)
     t = node.out.dtype
     value1 = as_i32(input1)
     if _BITS[t] < 32:
@@ -148,19 +110,16 @@ def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
 
 @lowering("MAXIMUM")
 def maximum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
-    check_broadcast(node)
     return apply_max_s(input1, input2, nan_mode)
 
 
 @lowering("MINIMUM")
 def minimum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
-    check_broadcast(node)
     return apply_min_s(input1, input2, nan_mode)
 
 
 @lowering("MUL")
 def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
-    check_broadcast(node)
     in_t = node.inputs[0].dtype
     if in_t == "INT32":
         if not isinstance(shift, np.ndarray):
@@ -182,7 +141,6 @@ def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
 @lowering("POW")
 def pow(node: Node, input1: Any, input2: Any) -> Any:
     """apply_pow (floating point only)."""
-    check_broadcast(node)
     dtype = jnp.asarray(input1).dtype
     compute = jnp.float32 if dtype in (jnp.float16, jnp.bfloat16) else dtype
     return jnp.power(jnp.asarray(input1, compute), jnp.asarray(input2, compute)).astype(dtype)

@@ -6,11 +6,9 @@ from typing import Any
 
 import jax.numpy as jnp
 from tosa_jax.lowering import Node, lowering
-from tosa_jax.lowering.ewise_binary import check_broadcast
 
 
 @lowering("SELECT")
 def select(node: Node, input1: Any, input2: Any, input3: Any) -> Any:
     """value1 ? value2 : value3, all three broadcast to the output shape."""
-    check_broadcast(node, 3)
     return jnp.where(jnp.asarray(input1, jnp.bool_), input2, input3)
