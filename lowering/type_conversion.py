@@ -26,7 +26,7 @@ from tosa_jax.lowering.numerics import (
     wrap_cast,
 )
 
-from tosa_jax.errors import TosaUnsupportedError, TosaValidationError
+from tosa_jax.errors import TosaUnsupportedError
 from tosa_jax.ir import FLOAT_TYPES, INT_BITS
 
 
@@ -50,10 +50,6 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     out_zp = _int32_operand(node, 4, output_zp)[0]
     if isinstance(in_zp, np.generic) and isinstance(out_zp, np.generic):  # constants
         in_zp, out_zp = int(in_zp), int(out_zp)
-    if scale32 and in_t == "INT48":
-        raise TosaValidationError("RESCALE: ERROR_IF(scale32 && in_t == i48_t)")
-    if not scale32 and rounding_mode == "DOUBLE_ROUND":
-        raise TosaValidationError("RESCALE: ERROR_IF(!scale32 && rounding_mode == DOUBLE_ROUND)")
     if not per_channel:  # one scale for the tensor: a scalar, so rank-0 inputs stay rank 0
         multiplier, shift = multiplier[0], shift[0]
 
