@@ -88,15 +88,10 @@ def check_block(graph: Graph, block: Block, _running: tuple[int, ...] = ()) -> N
             raise TosaValidationError(f"block {block.name!r}: output {name!r} is never defined")
 
 
-def _signature(block: Block, names: Sequence[str]) -> list[tuple[tuple[int, ...], str]]:
-    return [(block.tensors[n].shape, block.tensors[n].dtype) for n in names]
-
-
 def _check_control_flow(graph: Graph, block: Block, op: Operator, where: str,
                         running: tuple[int, ...]) -> None:
-    """COND_IF / WHILE_LOOP: the blocks they name exist, are valid, and exchange lists of the
-    operator's shapes and types (the ERROR_IFs of the spec's pseudocode)."""
-    subs: dict[str, Block] = {}
+    """COND_IF / WHILE_LOOP: the blocks they name exist, do not recurse, and are structurally
+    valid. The ERROR_IFs on the lists they exchange are checked by profiles/ at load time."""
     for attr in BLOCK_ATTRIBUTES:
         if attr not in op.attrs:
             continue
@@ -111,45 +106,6 @@ def _check_control_flow(graph: Graph, block: Block, op: Operator, where: str,
                 f"{where}: {attr} {name!r} runs a block that is already running (control flow "
                 "may not recurse)")
         check_block(graph, sub, running)
-        subs[attr] = sub
-
-    def same(rule: str, ours: list, theirs: list) -> None:
-        if ours != theirs:
-            raise TosaValidationError(
-                f"{where}: ERROR_IF({rule}): {[f'{t}{list(s)}' for s, t in ours]} against "
-                f"{[f'{t}{list(s)}' for s, t in theirs]}")
-
-    outs = _signature(block, op.outputs)
-    if op.op == "COND_IF":
-        cond = block.tensors[op.inputs[0]]
-        if int(np.prod(cond.shape)) != 1 or cond.dtype != "BOOL":
-            raise TosaValidationError(
-                f"{where}: the condition must be a BOOL tensor of one element, got "
-                f"{cond.dtype}{list(cond.shape)} (ERROR_IF(tensor_size(shape) != 1))")
-        ins = _signature(block, op.inputs[1:])
-        for attr in ("then_graph", "else_graph"):
-            sub = subs[attr]
-            same(f"tensor_list_shape(input_list) != tosa_input_shape({attr})",
-                 ins, _signature(sub, sub.inputs))
-            same(f"tensor_list_shape(output_list) != tosa_output_shape({attr})",
-                 outs, _signature(sub, sub.outputs))
-    else:
-        ins = _signature(block, op.inputs)
-        same("tensor_list_shape(input_list) != tensor_list_shape(output_list)", ins, outs)
-        cond, body = subs["cond_graph"], subs["body_graph"]
-        same("tensor_list_shape(input_list) != tosa_input_shape(cond_graph)",
-             ins, _signature(cond, cond.inputs))
-        same("tensor_list_shape(input_list) != tosa_input_shape(body_graph)",
-             ins, _signature(body, body.inputs))
-        same("tensor_list_shape(input_list) != tosa_output_shape(body_graph)",
-             ins, _signature(body, body.outputs))
-        result = _signature(cond, cond.outputs)
-        if len(result) != 1 or int(np.prod(result[0][0])) != 1 or result[0][1] != "BOOL":
-            raise TosaValidationError(
-                f"{where}: cond_graph must give one BOOL tensor of one element, it gives "
-                f"{[f'{t}{list(s)}' for s, t in result]} (ERROR_IF(tensor_size("
-                "tosa_output_shape(cond_graph)) != 1), ERROR_IF(tosa_output_type(cond_graph) "
-                "!= bool_t))")
 
 
 def _describe(value: Any) -> str:
