@@ -155,6 +155,9 @@ class Selection:
 # first, with progress): every profile and extension; cached under CI_CACHE.
 CI_SELECTION = Selection(version="1.0.2", profiles=("all",), extensions=("all",),
                          test_type="positive")
+# Every ERROR_IF test of the suite (tests/conformance/test_negative_profiles.py), kept whole.
+CI_NEGATIVES = Selection(version="1.0.2", profiles=("all",), extensions=("all",),
+                         test_type="negative")
 CI_CACHE = REPO_ROOT / ".cache" / "conformance"
 
 
@@ -457,18 +460,21 @@ def slice_offer(names: Sequence[str], state_dir: Path) -> set[str]:
 
 
 def generate_slice(out: Path, selection: Selection, jobs: int = 2, verbose: bool = False,
-                   progress: bool = False) -> list[str]:
+                   progress: bool = False, whole: bool = False) -> list[str]:
     """Generate the CI slice into out in one generator pass; returns the test names.
 
-    progress: print how many tests are written so far, every PROGRESS_SECONDS (stderr)."""
+    progress: print how many tests are written so far, every PROGRESS_SECONDS (stderr).
+    whole: every test of the selection, not the slice."""
     start = time.monotonic()
 
     def report() -> None:
         done = sum(1 for _ in out.rglob("desc.json"))
-        print(f"conformance slice: {done} tests generated so far ({time.monotonic() - start:.0f} s;"
-              f" the CI slice has {SLICE_TESTS})", file=sys.stderr, flush=True)
+        print(f"conformance {selection.test_type} {'tests' if whole else 'slice'}: {done} "
+              f"generated so far ({time.monotonic() - start:.0f} s"
+              + ("" if whole else f"; the CI slice has {SLICE_TESTS}") + ")",
+              file=sys.stderr, flush=True)
 
-    generate(out, selection, jobs, slice_only=True, verbose=verbose,
+    generate(out, selection, jobs, slice_only=not whole, verbose=verbose,
              progress=report if progress else None)
     names = sorted(p.name for p in find_tests(out))
     (out / "slice_tests.txt").write_text("\n".join(names) + "\n")
@@ -476,10 +482,11 @@ def generate_slice(out: Path, selection: Selection, jobs: int = 2, verbose: bool
 
 
 def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2,
-                 progress: bool = False) -> Path:
+                 progress: bool = False, whole: bool = False) -> Path:
     """The slice for selection under cache_root, generated once per tosa-tools version and
-    selection (its seed included) and reused after that; progress: see generate_slice."""
-    key = f"tosa-tools-{tosa_tools_version()}_slice{SLICE_VERSION}_{selection.key()}"
+    selection (its seed included) and reused after that; progress, whole: see generate_slice."""
+    kind = "all" if whole else f"slice{SLICE_VERSION}"
+    key = f"tosa-tools-{tosa_tools_version()}_{kind}_{selection.key()}"
     final = cache_root / key
     if (final / "COMPLETE").is_file():
         return final
@@ -491,7 +498,7 @@ def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2,
         staging = Path(tempfile.mkdtemp(prefix=".staging.", dir=cache_root))
         try:
             start = time.monotonic()
-            names = generate_slice(staging, selection, jobs, progress=progress)
+            names = generate_slice(staging, selection, jobs, progress=progress, whole=whole)
             if not names:
                 raise ConformanceError("slice generation produced no tests")
             (staging / "COMPLETE").write_text(json.dumps(
@@ -927,10 +934,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_slice(args: argparse.Namespace) -> int:
-    start = time.monotonic()
-    root = cached_slice(Path(args.cache), CI_SELECTION, args.jobs, progress=True)
-    print(f"conformance slice: {len(find_tests(root))} tests in {root} "
-          f"({time.monotonic() - start:.0f} s)", file=sys.stderr)
+    for selection, whole in ((CI_SELECTION, False), (CI_NEGATIVES, True)):
+        start = time.monotonic()
+        root = cached_slice(Path(args.cache), selection, args.jobs, progress=True, whole=whole)
+        print(f"conformance {selection.test_type} tests: {len(find_tests(root))} in {root} "
+              f"({time.monotonic() - start:.0f} s)", file=sys.stderr)
     return 0
 
 
@@ -1028,8 +1036,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen.add_argument("-v", "--verbose", action="store_true")
     gen.set_defaults(func=_cmd_generate)
 
-    sl = sub.add_parser("slice", help="make sure the CI slice is generated (cached; progress on "
-                                      "stderr): what scripts/test.sh runs before pytest")
+    sl = sub.add_parser("slice", help="make sure the CI slice and the negative (ERROR_IF) tests "
+                                      "are generated (cached; progress on stderr): what "
+                                      "scripts/test.sh runs before pytest")
     sl.add_argument("--cache", default=str(CI_CACHE), help="cache directory (default: %(default)s)")
     sl.add_argument("-j", "--jobs", type=int,
                     default=int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2")))

@@ -21,34 +21,18 @@ Environment: ``TOSA_JAX_CONFORMANCE_JOBS`` (default 2) sets generator and runner
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from tj_oracle import bench_conformance
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBS = int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2"))
 
 
-def _load_bench() -> ModuleType:
-    # bench/conformance.py is a script, not a package module (and "conformance" is also the
-    # name of a tosa-tools package): load it by path under a name of its own
-    name = "tosa_jax_bench_conformance"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / "conformance.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-conf = _load_bench()
+conf = bench_conformance()
 
 # Profiles and extensions under test: all of them (scripts/test.sh generates it first, with
 # progress: output is captured while pytest collects)
