@@ -12,15 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
-import ml_dtypes
 import numpy as np
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import as_i32, no_fold, wide_add, wide_mul32
 
 from tosa_jax.errors import TosaValidationError
-
-# resize_t of the floating-point modes, on the host (numpy) for the static fractions dy, dx.
-_FLOAT_HOST = {"FP16": np.float16, "BF16": ml_dtypes.bfloat16, "FP32": np.float32}
+from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES
 
 
 def _idiv_floor(a: int, b: int) -> int:
@@ -63,7 +60,7 @@ def resize(node: Node, input: Any, scale: Any, offset: Any, border: Any, *, mode
     scale_y_n, scale_y_d, scale_x_n, scale_x_d = scale
     iy0, iy1, dy = _axis_plan(oh, ih, scale_y_n, scale_y_d, offset[0])
     ix0, ix1, dx = _axis_plan(ow, iw, scale_x_n, scale_x_d, offset[1])
-    is_float = in_t in _FLOAT_HOST
+    is_float = in_t in FLOAT_TYPES
     # no_fold: a CONST input must not be constant-folded through the gathers (XLA bug, numerics).
     x = no_fold(input)
 
@@ -80,7 +77,7 @@ def resize(node: Node, input: Any, scale: Any, offset: Any, border: Any, *, mode
 
     if is_float:
         # acc = v00*(1-dy)*(1-dx) + v01*(1-dy)*dx + v10*dy*(1-dx) + v11*dy*dx, in resize_t.
-        ft = _FLOAT_HOST[in_t]
+        ft = HOST_DTYPES[in_t].type  # resize_t on the host, for the static fractions dy, dx
         fy = dy.astype(ft) / ft(scale_y_n)
         fx = dx.astype(ft) / ft(scale_x_n)
         wy0, wy1 = _bcast(ft(1.0) - fy, 1), _bcast(fy, 1)
