@@ -22,8 +22,7 @@ from tosa_jax.lowering.numerics import (
     wrap_cast,
 )
 
-# Bit width of the integer element types these operators take.
-_BITS = {"INT8": 8, "INT16": 16, "INT32": 32}
+from tosa_jax.ir import INT_BITS
 
 
 @lowering("ADD")
@@ -102,8 +101,8 @@ def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
     static_cast back (so an int8 -1 >> 1 is 127, not -1)."""
     t = node.out.dtype
     value1 = as_i32(input1)
-    if _BITS[t] < 32:
-        value1 = value1 & ((1 << _BITS[t]) - 1)  # zero_extend: the type's bits, unsigned
+    if INT_BITS[t] < 32:
+        value1 = value1 & ((1 << INT_BITS[t]) - 1)  # zero_extend: the type's bits, unsigned
     value1, value2 = jnp.broadcast_arrays(value1, as_i32(input2))
     return wrap_cast(lax.shift_right_logical(value1, value2), t)
 
