@@ -32,11 +32,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import tosa_jax
 from tosa_jax.hw_models.devices import get_device
 from tosa_jax.hw_models.support import unsupported_reasons
 from tosa_jax.hw_models.vela import VelaWorker
-
-import tosa_jax
 from tosa_jax.testing import find_tests
 
 ROOT = Path(__file__).resolve().parent.parent

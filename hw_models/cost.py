@@ -31,7 +31,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tosa_jax.hw_models.partition import Transfer
-
 from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, num_elements, storage_bytes
 
 # -- operator classes ------------------------------------------------------------------------

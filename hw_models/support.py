@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from math import prod
 
 import numpy as np
-from tosa_jax.hw_models.devices import DeviceModel
 
+from tosa_jax.hw_models.devices import DeviceModel
 from tosa_jax.ir import FLOAT_TYPES, Block, Graph, Operator, Tensor
 
 FLOAT = frozenset(FLOAT_TYPES)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
 from tosa_jax.lowering import Node, lowering
 from tosa_jax.lowering.numerics import INT_RANGES, apply_max_s, apply_min_s, float_compute
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import Wide
 

@@ -12,6 +12,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from tosa_jax.ir import INT_BITS
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     apply_lookup_s,
@@ -21,8 +23,6 @@ from tosa_jax.lowering.numerics import (
     rounding_mul_shift,
     wrap_cast,
 )
-
-from tosa_jax.ir import INT_BITS
 
 
 @lowering("ADD")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+
 from tosa_jax.lowering import Node, lowering
 
 

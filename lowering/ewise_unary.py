@@ -11,6 +11,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     INT_RANGES,

@@ -13,11 +13,11 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-from tosa_jax.lowering import Node, constant, lowering
-from tosa_jax.lowering.numerics import as_i32, no_fold, wide_add, wide_mul32
 
 from tosa_jax.errors import TosaValidationError
 from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES
+from tosa_jax.lowering import Node, constant, lowering
+from tosa_jax.lowering.numerics import as_i32, no_fold, wide_add, wide_mul32
 
 
 def _idiv_floor(a: int, b: int) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+
 from tosa_jax.lowering import Node, lowering
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from tosa_jax.lowering import Node, lowering
 from tosa_jax.lowering.numerics import Wide, no_fold
 

@@ -31,6 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from tosa_jax.errors import TosaValidationError
+from tosa_jax.ir import FLOAT_TYPES
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
@@ -48,9 +51,6 @@ from tosa_jax.lowering.numerics import (
     wide_sub,
     wide_sum32,
 )
-
-from tosa_jax.errors import TosaValidationError
-from tosa_jax.ir import FLOAT_TYPES
 
 _I32_MAX = (1 << 31) - 1
 

@@ -7,6 +7,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from tosa_jax.errors import TosaUnsupportedError
+from tosa_jax.ir import FLOAT_TYPES, INT_BITS
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
@@ -25,9 +28,6 @@ from tosa_jax.lowering.numerics import (
     wide_to_numpy,
     wrap_cast,
 )
-
-from tosa_jax.errors import TosaUnsupportedError
-from tosa_jax.ir import FLOAT_TYPES, INT_BITS
 
 
 def _int32_operand(node: Node, index: int, value: Any) -> Any:

@@ -38,9 +38,9 @@ from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
-from tosa_jax.profiles import spec_data
 
 from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, Tensor
+from tosa_jax.profiles import spec_data
 
 SPEC_OPERATORS: dict[str, Any] = spec_data.OPERATORS
 ACC_TYPES = ("INT32", "INT48", "FP16", "FP32")

@@ -35,9 +35,8 @@ def test_no_jax_without_lowering(code: str) -> None:
 
 
 def test_lazy_public_names_resolve() -> None:
-    from tosa_jax.lowering.numerics import INT_RANGES, Wide
-
     import tosa_jax
+    from tosa_jax.lowering.numerics import INT_RANGES, Wide
 
     assert tosa_jax.Wide is Wide  # one class, re-exported where the lowerings look for it
     assert INT_RANGES is tosa_jax.ir.INT_RANGES
