@@ -6,7 +6,7 @@ nothing is lost: every negative test (``expected_failure``, all profiles and ext
 lowerings or JAX; each must break an ERROR_IF, need what no profile offers, or break a limit of
 the 8K level (which the reference model applies by default). A few declare a negative dimension
 (an output size the broken stride or padding makes negative): the reader refuses those, since the
-IR cannot hold them (7 in the first 309 tests, tosa-tools 2026.8.0; at most 20 allowed). The
+IR cannot hold them (12 of the 570, tosa-tools 2026.8.0; at most 20 allowed). The
 tests are generated once per tosa-tools version into ``.cache/conformance/`` (``python
 bench/conformance.py slice`` does it first, with progress).
 """
