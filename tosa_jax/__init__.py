@@ -7,6 +7,8 @@ The public names load on first use (PEP 562): ``import tosa_jax.ir``, ``tosa_jax
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from tosa_jax import inspect  # tosa_jax.inspect.compare(...) after a plain import tosa_jax
@@ -48,6 +50,19 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """``tosa_jax.evaluate`` is the function: the import system binds a submodule on its package
+    when it is first imported, and the submodule of that name must not hide the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

@@ -43,5 +43,10 @@ def test_lazy_public_names_resolve() -> None:
     for name in tosa_jax.__all__:
         assert getattr(tosa_jax, name) is not None
     assert "load" in dir(tosa_jax)
+    # the submodule tosa_jax.evaluate, imported first in a fresh interpreter, does not hide the
+    # function of that name
+    code = ("import tosa_jax.evaluate, tosa_jax\n"
+            "assert callable(tosa_jax.evaluate), tosa_jax.evaluate")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     with pytest.raises(AttributeError):
         tosa_jax.no_such_name  # noqa: B018
