@@ -11,7 +11,6 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from tosa_jax import inspect  # tosa_jax.inspect.compare(...) after a plain import tosa_jax
 from tosa_jax.errors import (
     TosaError,
     TosaFormatError,
@@ -32,7 +31,12 @@ _LAZY = {
     "read": "tosa_jax.serialization", "write": "tosa_jax.serialization",
 }
 
+# Submodules usable after a plain ``import tosa_jax`` (tosa_jax.inspect.compare(...)), also
+# imported on first use.
+_SUBMODULES = ("inspect",)
+
 if TYPE_CHECKING:
+    from tosa_jax import inspect
     from tosa_jax.evaluate import EvalResult, evaluate
     from tosa_jax.ir import Graph, GraphBuilder, Wide
     from tosa_jax.model import Model, TensorSpec, load
@@ -40,6 +44,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tosa_jax' has no attribute {name!r}")
@@ -49,7 +55,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
 
 
 class _Package(types.ModuleType):
