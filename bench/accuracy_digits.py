@@ -49,6 +49,26 @@ EPOCHS = 40
 # ---- stage 1: torch / ExecuTorch (venv-et) ------------------------------------------------
 
 
+def build_network():  # -> torch.nn.Module
+    """The study's CNN (untrained)."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(64, 10),
+    )
+
+
+def export_inputs(xtr_t):  # -> (example, calibration samples)
+    """The example input and the PTQ calibration batches the export uses."""
+    import torch
+
+    pick = torch.randperm(len(xtr_t), generator=torch.Generator().manual_seed(SEED + 1))
+    return (xtr_t[:1],), [(xtr_t[i:i + 1],) for i in pick[:N_CALIB].tolist()]
+
+
 def stage_export(work: Path) -> None:
     """Train, evaluate and export the CNN; write the artefacts stage 2 reads."""
     import torch
@@ -69,12 +89,7 @@ def stage_export(work: Path) -> None:
     ytr_t = torch.from_numpy(ytr)
 
     torch.manual_seed(SEED)
-    model = nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(64, 10),
-    )
+    model = build_network()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(SEED)
     t0 = time.perf_counter()
@@ -103,9 +118,11 @@ def stage_export(work: Path) -> None:
     from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    example = (xtr_t[:1],)
-    pick = torch.randperm(len(xtr_t), generator=torch.Generator().manual_seed(SEED + 1))
-    calib = [(xtr_t[i:i + 1],) for i in pick[:N_CALIB].tolist()]
+    example, calib = export_inputs(xtr_t)
+    # the trained weights and the training split, for checks of other export paths
+    # (tests/test_frontends_torch.py: tosa_jax.from_torch on this network)
+    torch.save(model.state_dict(), work / "digits_cnn.pt")
+    np.save(work / "train_x_fp32.npy", xtr)
     meta: dict = {}
     for profile, stem in (("FP", "digits_fp32"), ("INT", "digits_int8")):
         t0 = time.perf_counter()

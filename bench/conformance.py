@@ -8,6 +8,9 @@ Commands (run from anywhere; tosa-tools must be installed in the running interpr
   python bench/conformance.py generate --out /work/conf_full -j 2
   # or a deterministic slice: one test per operator and type signature (what CI runs)
   python bench/conformance.py generate --out /tmp/conf_slice --slice -j 2
+  # TOSA 1.1 (draft): e.g. the operators 1.1 adds, every profile and extension, both test types
+  python bench/conformance.py generate --out /work/conf_11 --tosa-version 1.1.0-draft \
+      --profile all --extension all --operators matmul_t row_gather dim ... --test-type both
   # judge tosa_jax (the compliance reference model runs first and is the oracle)
   python bench/conformance.py run --tests /work/conf_full -j 2 --json conformance.json
   # passed/failed per operator x profile/extension (from desc.json's test_requirements), of
@@ -324,19 +327,32 @@ def generate(out: Path, selection: Selection, jobs: int = 2, keep: Iterable[str]
 # --------------------------------------------------------------------------------------------
 # the CI slice
 
-_DT = r"(?:b|bool|i4|i8|i16|i32|i48|i64|u8|u16|f16|f32|bf16|f8e4m3|f8e5m2|shape)"
-# element-type tokens of a test name: input type(s), accumulator, output and index types
-_TYPE_TOKEN = re.compile(rf"^(?:out|acc|idx)?{_DT}(?:x{_DT})?$")
+_DT = (r"(?:b|bool|i4|i8|i16|i32|i48|i64|u8|u16|f16|f32|bf16|f8e4m3|f8e5m2|shape"
+       r"|f8ue8m0|f4e2m1|f6e2m3|f6e3m2|mi8)")  # the last line: TOSA 1.1's MX types
+# element-type tokens of a test name: input type(s), weight, accumulator, output and index types
+_TYPE_TOKEN = re.compile(rf"^(?:out|acc|idx|wt)?{_DT}(?:x{_DT})?$")
 # tokens that are part of the signature too: RESCALE's unsigned input/output and scale32 (an
 # INT32 or INT16 multiplier input), RESIZE's mode, a rounding mode (RESCALE's rmI is
 # EXT-INEXACTROUND, rmD EXT-DOUBLEROUND) and dyn (the EXT-DYNAMIC form: zero points, shifts or
 # paddings as non-constant inputs), so every extension's signatures are in the slice
-_TYPE_FLAG = re.compile(r"^(?:iu[01]|ou[01]|sc[01]|mode[A-Z]|rm[A-Z]|dyn)$")
+# TOSA 1.1: the block size (bksz1: a block-scaled operator used without scales) and MATMUL_T's
+# broadcast of B are signatures too
+_TYPE_FLAG = re.compile(r"^(?:iu[01]|ou[01]|sc[01]|mode[A-Z]|rm[A-Z]|dyn|bksz\d+|bcast[01])$")
 # variants each operator should exercise at least once: rounding mode, per-channel, special
 # data (integer border cases, full range, floating-point specials)
 _VARIANT = re.compile(r"^(?:rm[A-Z]|pc[01]|is|fs|full)$")
 _SHAPE = re.compile(r"^\d+(?:x\d+)*$")
-_CONV_OPS = ("conv2d", "conv3d", "depthwise_conv2d", "transpose_conv2d")
+_CONV_OPS = ("conv2d", "conv3d", "depthwise_conv2d", "transpose_conv2d", "conv2d_block_scaled")
+
+# The operators TOSA 1.1 (draft, tosa-tools 2026.8) adds to 1.0.2: the 1.1 CI slice covers each
+# with every profile/extension and type signature the suite has for it.
+OPERATORS_1_1 = (
+    "matmul_t", "row_gather", "avg_pool2d_adaptive", "max_pool2d_adaptive",
+    "matmul_t_block_scaled", "conv2d_block_scaled", "cast_to_block_scaled",
+    "cast_from_block_scaled", "reshape_block_scaled", "row_gather_block_scaled",
+    "dim", "add_shape", "sub_shape", "mul_shape", "div_ceil_shape", "div_floor_shape",
+    "mod_shape", "max_shape", "min_shape", "exp2_shape", "log2_ceil_shape", "log2_floor_shape",
+    "concat_shape", "slice_shape", "assert_equal_shape")
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """Export small PyTorch models to TOSA 1.0 flatbuffers via the ExecuTorch Arm backend.
 
-Runs in its own virtualenv (not the project's), e.g.::
+The pipeline is the package's (``tosa_jax.export_torch``, tosa_jax/frontends/pytorch.py);
+it needs the torch extra, in the project's virtualenv or one of its own, e.g.::
 
-    python3 -m venv /work/venv-et
-    /work/venv-et/bin/pip install torch==2.13.0 executorch==1.5.1 tosa-tools==2026.8.0
-    /work/venv-et/bin/python bench/export_models.py --out tests/fixtures \\
+    pip install -e '.[torch]'     # torch==2.13.0, executorch==1.5.1, tosa-tools==2026.8.0
+    python bench/export_models.py --out tests/fixtures \\
         --models cnn mlp_attn --profile INT
-    /work/venv-et/bin/python bench/export_models.py --out tests/fixtures \\
+    python bench/export_models.py --out tests/fixtures \\
         --models cnn encoder gru --profile FP
 
 For each model NAME and profile INT it writes:
@@ -37,8 +37,6 @@ Check a fixture against the reference model (tosa-tools, in /work/venv)::
 from __future__ import annotations
 
 import argparse
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -401,13 +399,7 @@ def graph_io(path: Path) -> tuple[Io, Io, str]:
 
 def export(name: str, profile: str, out_dir: Path) -> Path:
     """Export model `name` for `profile`; write the .tosa and example input into out_dir."""
-    from executorch.backends.arm.quantizer import (
-        TOSAQuantizer,
-        get_symmetric_quantization_config,
-    )
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
+    from tosa_jax.frontends.pytorch import export_torch  # the package's ExecuTorch pipeline
 
     mdef = MODELS[name]
     torch.manual_seed(SEED)
@@ -417,26 +409,10 @@ def export(name: str, profile: str, out_dir: Path) -> Path:
     calib = [(torch.randn(mdef.shape, generator=gen),) for _ in range(N_CALIB)]
 
     stem = f"{name}_{SUFFIX[profile]}"
-    with tempfile.TemporaryDirectory() as tmp:
-        spec = TosaCompileSpec(PROFILES[profile])
-        spec.dump_intermediate_artifacts_to(tmp)
-        with torch.no_grad():
-            # check_guards=False: with torch 2.13 the guards submodule call otherwise breaks
-            # ExecuTorch's decomposition passes ("call_module is not supported").
-            gm = torch.export.export(model, example, strict=True).module(check_guards=False)
-            if profile == "INT":
-                quantizer = TOSAQuantizer(spec)
-                quantizer.set_global(get_symmetric_quantization_config())
-                gm = quantizer._quantize_with_submodules(gm, calib, False, True)
-            to_edge_transform_and_lower(
-                torch.export.export(gm, example, strict=True),
-                partitioner=[TOSAPartitioner(spec)],
-            )
-        found = sorted(Path(tmp).rglob("*.tosa"))
-        if len(found) != 1:
-            raise RuntimeError(f"{name}: expected one .tosa, got {[str(p) for p in found]}")
-        dst = out_dir / f"{stem}.tosa"
-        shutil.copyfile(found[0], dst)
+    exported = export_torch(model, example, quantize=profile == "INT", calibration=calib,
+                            spec=PROFILES[profile])
+    gm = exported.graph_module
+    dst = exported.save(out_dir / f"{stem}.tosa")
 
     inputs, outputs, version = graph_io(dst)
     ((in_name, in_shape, in_dtype),) = inputs

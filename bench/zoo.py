@@ -6,9 +6,9 @@ by bench/export_models.py (ExecuTorch Arm backend) and cached, not committed.
 
 ``ensure_zoo()`` returns the files per model, (re)exporting a model when any of its files is
 missing or its stamp (the SHA-256 of export_models.py) differs. The exporter runs in its own
-virtualenv: ``$TOSA_JAX_ET_PYTHON`` (default /work/venv-et/bin/python), with torch 2.13 and
-executorch 1.5.1 (see export_models.py). The cache directory defaults to REPO/.cache/zoo
-(git-ignored), or ``$TOSA_JAX_ZOO_DIR``.
+virtualenv: ``$TOSA_JAX_ET_PYTHON`` (default: this interpreter), with tosa_jax and its torch
+extra installed (torch 2.13, executorch 1.5.1; see export_models.py). The cache directory
+defaults to REPO/.cache/zoo (git-ignored), or ``$TOSA_JAX_ZOO_DIR``.
 
 The check (``main``) loads every graph in tosa_jax and compares it with oracles: INT8 graphs
 against the TOSA reference model on the seeded input (bit-identical, jax_enable_x64 off and on);
@@ -30,7 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 EXPORTER = REPO / "bench" / "export_models.py"
 DEFAULT_CACHE = REPO / ".cache" / "zoo"
-DEFAULT_ET_PYTHON = "/work/venv-et/bin/python"
+# The exporter uses tosa_jax.export_torch: an env with tosa_jax and its torch extra installed
+# (pip install -e '.[torch]'); by default the one running this script.
+DEFAULT_ET_PYTHON = sys.executable
 # Quickest export first (the order of export_models.ZOO, which needs torch to import).
 ZOO = ["bert_tiny", "unet", "resnet", "mobilenetv2", "lstm"]
 

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from tosa_jax.ir import WIDE_TYPES
 from tosa_jax.lowering import Node, lowering
-from tosa_jax.lowering.numerics import wide_from_numpy
+from tosa_jax.lowering.numerics import CODE_TYPES, wide_from_numpy
 
 
 @lowering("CONST")
 def const(node: Node) -> Any:
     """The constant's values, kept as numpy so later operators can use them before tracing."""
     data = node.out.data
-    return wide_from_numpy(data) if node.out.dtype == "INT48" else data
+    if node.out.dtype in CODE_TYPES:
+        return data.view(np.uint8)  # FP6 constants travel as their codes
+    return wide_from_numpy(data) if node.out.dtype in WIDE_TYPES else data
 
 
 @lowering("IDENTITY")

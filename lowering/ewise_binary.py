@@ -16,30 +16,68 @@ from jax import lax
 from tosa_jax.ir import INT_BITS
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
+    Wide,
     apply_lookup_s,
     apply_max_s,
     apply_min_s,
     as_i32,
+    as_wide,
     rounding_mul_shift,
+    wide_add,
+    wide_bitwise,
+    wide_broadcast,
+    wide_divide,
+    wide_lt,
+    wide_mul64,
+    wide_select,
+    wide_shl_var,
+    wide_sra,
+    wide_srl_var,
+    wide_sub,
     wrap_cast,
 )
+
+
+def _wide2(node: Node, input1: Any, input2: Any) -> tuple[Wide, Wide] | None:
+    """TOSA 1.1 EXT-INT64: both operands as broadcast ``Wide`` pairs; None for other types."""
+    if node.inputs[0].dtype != "INT64":
+        return None
+    a, b = wide_broadcast(as_wide(input1), as_wide(input2))
+    return a, b
+
+
+def _shift_amount(w: Wide) -> Any:
+    """An INT64 shift amount (REQUIRE'd to lie in [0, 63]) as int32: its low word."""
+    return lax.bitcast_convert_type(w.lo, jnp.int32) & 63
 
 
 @lowering("ADD")
 def add(node: Node, input1: Any, input2: Any) -> Any:
     """apply_add_s: integer overflow is a REQUIRE failure, so two's-complement wrap is exact."""
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_add(*w)
     return jnp.add(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
 @lowering("SUB")
 def sub(node: Node, input1: Any, input2: Any) -> Any:
     """apply_sub_s: as ADD, overflow is a REQUIRE failure and wrapping is exact otherwise."""
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_sub(*w)
     return jnp.subtract(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
 @lowering("ARITHMETIC_RIGHT_SHIFT")
 def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool) -> Any:
     t = node.out.dtype
+    if (w := _wide2(node, input1, input2)) is not None:
+        a, s = w[0], _shift_amount(w[1])
+        result = wide_sra(a, s)
+        if round:
+            last = wide_sra(a, jnp.maximum(s - 1, 0)).lo & 1
+            result = wide_add(result, Wide(jnp.zeros_like(result.hi),
+                                           jnp.where(s > 0, last, 0).astype(jnp.uint32)))
+        return result
     # apply_arith_rshift: sign-extend both operands to int32 and shift (value2 is REQUIRE'd to
     # lie in [0, width - 1]).
     value1, value2 = as_i32(input1), as_i32(input2)
@@ -54,16 +92,22 @@ def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool)
 
 @lowering("BITWISE_AND")
 def bitwise_and(node: Node, input1: Any, input2: Any) -> Any:
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_bitwise(*w, jnp.bitwise_and)
     return jnp.bitwise_and(input1, input2)
 
 
 @lowering("BITWISE_OR")
 def bitwise_or(node: Node, input1: Any, input2: Any) -> Any:
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_bitwise(*w, jnp.bitwise_or)
     return jnp.bitwise_or(input1, input2)
 
 
 @lowering("BITWISE_XOR")
 def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_bitwise(*w, jnp.bitwise_xor)
     return jnp.bitwise_xor(input1, input2)
 
 
@@ -71,6 +115,8 @@ def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
 def intdiv(node: Node, input1: Any, input2: Any) -> Any:
     """apply_intdiv_s: C division, truncating toward zero (lax.div, not floor_divide).
     value2 == 0 and INT32_MIN / -1 are REQUIRE failures."""
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_divide(*w)
     return lax.div(*jnp.broadcast_arrays(as_i32(input1), as_i32(input2)))
 
 
@@ -92,6 +138,8 @@ def logical_xor(node: Node, input1: Any, input2: Any) -> Any:
 @lowering("LOGICAL_LEFT_SHIFT")
 def logical_left_shift(node: Node, input1: Any, input2: Any) -> Any:
     """value1 << value2 in the element type: shift in int32, keep the type's low bits."""
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_shl_var(w[0], _shift_amount(w[1]))
     return wrap_cast(as_i32(input1) << as_i32(input2), node.out.dtype)
 
 
@@ -100,6 +148,8 @@ def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
     """apply_logical_rshift: zero-extend value1 from the type's width to uint32, shift, and
     static_cast back (so an int8 -1 >> 1 is 127, not -1)."""
     t = node.out.dtype
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_srl_var(w[0], _shift_amount(w[1]))
     value1 = as_i32(input1)
     if INT_BITS[t] < 32:
         value1 = value1 & ((1 << INT_BITS[t]) - 1)  # zero_extend: the type's bits, unsigned
@@ -109,17 +159,23 @@ def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
 
 @lowering("MAXIMUM")
 def maximum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_select(wide_lt(w[0], w[1]), w[1], w[0])
     return apply_max_s(input1, input2, nan_mode)
 
 
 @lowering("MINIMUM")
 def minimum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_select(wide_lt(w[1], w[0]), w[1], w[0])
     return apply_min_s(input1, input2, nan_mode)
 
 
 @lowering("MUL")
 def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
     in_t = node.inputs[0].dtype
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_mul64(*w)  # shift is 0 for int64 (ERROR_IF): the low 64 bits
     if in_t == "INT32":
         if not isinstance(shift, np.ndarray):
             # EXT-DYNAMIC: the shift arrives at run time.

@@ -12,13 +12,18 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from tosa_jax.errors import TosaValidationError
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     INT_RANGES,
     as_i32,
+    as_wide,
     count_leading_zeros,
     float_compute,
     saturate_cast,
+    wide_abs,
+    wide_clz,
+    wide_neg,
 )
 
 
@@ -26,11 +31,16 @@ from tosa_jax.lowering.numerics import (
 def abs(node: Node, input1: Any) -> Any:
     """Negative values become apply_sub_s(0, value) (INT32_MIN is a REQUIRE failure); for
     floating point -0.0 becomes +0.0, as jnp.abs does."""
+    if node.out.dtype == "INT64":
+        return wide_abs(as_wide(input1))
     return jnp.abs(input1)
 
 
 @lowering("BITWISE_NOT")
 def bitwise_not(node: Node, input1: Any) -> Any:
+    if node.out.dtype == "INT64":
+        w = as_wide(input1)
+        return type(w)(~w.hi, ~w.lo)
     return jnp.invert(input1)
 
 
@@ -41,7 +51,9 @@ def ceil(node: Node, input1: Any) -> Any:
 
 @lowering("CLZ")
 def clz(node: Node, input1: Any) -> Any:
-    """count_leading_zeros on int32 (32 for zero)."""
+    """count_leading_zeros on int32 (32 for zero); on int64 (64 for zero)."""
+    if node.out.dtype == "INT64":
+        return wide_clz(as_wide(input1))
     return count_leading_zeros(input1)
 
 
@@ -74,6 +86,13 @@ def logical_not(node: Node, input1: Any) -> Any:
 @lowering("NEGATE")
 def negate(node: Node, input1: Any, input1_zp: Any, output_zp: Any) -> Any:
     t = node.out.dtype
+    if t == "INT64":  # zero points are 0 (ERROR_IF: int8 only); negating INT64_MIN: REQUIRE
+        zps = [constant(node, i, z).reshape(-1)[0] for i, z in ((1, input1_zp), (2, output_zp))
+               if isinstance(z, np.ndarray) or isinstance(getattr(z, "hi", None), np.ndarray)]
+        if any(int(z) != 0 for z in zps):
+            raise TosaValidationError("NEGATE: ERROR_IF(!is_same<in_out_t,i8_t>() && zero point "
+                                      f"!= 0): {[int(z) for z in zps]} for INT64")
+        return wide_neg(as_wide(input1))
     if t not in INT_RANGES and not isinstance(input1_zp, np.ndarray):
         # EXT-DYNAMIC: run-time zero points; for floating point they must be 0 (ERROR_IF).
         input1_zp = np.zeros(1, np.float32)

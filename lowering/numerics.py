@@ -31,7 +31,14 @@ U32 = jnp.uint32
 
 DEVICE_DTYPES = {"BOOL": jnp.bool_, "INT4": jnp.int8, "INT8": jnp.int8, "INT16": jnp.int16,
                  "INT32": jnp.int32, "FP16": jnp.float16, "BF16": jnp.bfloat16,
-                 "FP32": jnp.float32, "FP8E4M3": jnp.float8_e4m3fn, "FP8E5M2": jnp.float8_e5m2}
+                 "FP32": jnp.float32, "FP8E4M3": jnp.float8_e4m3fn, "FP8E5M2": jnp.float8_e5m2,
+                 # TOSA 1.1 (draft); INT64, like INT48, is a ``Wide`` pair, never a JAX type.
+                 # XLA (jax 0.10.2, CPU) cannot compile the FP6 types: they travel as their
+                 # uint8 codes (see CODE_TYPES, fp6_decode / fp6_encode).
+                 "FP8UE8M0": jnp.float8_e8m0fnu, "FP4E2M1": jnp.float4_e2m1fn,
+                 "FP6E2M3": jnp.uint8, "FP6E3M2": jnp.uint8, "MXINT8": jnp.int8}
+# Element types a graph function carries as raw uint8 codes (host arrays view them so).
+CODE_TYPES = ("FP6E2M3", "FP6E3M2")
 
 
 def minimum_s(dtype: str) -> int:
@@ -236,16 +243,22 @@ def _pow2(k: Array) -> Wide:
 
 
 def apply_scale_32(value: Array, multiplier: Array, shift: Array,
-                   double_round: bool = False) -> Array:
+                   double_round: bool = False, value_bits: int = 32) -> Array:
     """apply_scale_32: (value * multiplier + round) >> shift, exactly, as int32.
 
     ``multiplier`` and ``shift`` broadcast against ``value`` (per-channel: along the last axis).
+    ``value_bits``: a bound the caller knows, |value| < 2**(value_bits - 1) (RESCALE of an
+    8-bit input: 10), which allows a shorter exact form.
     """
     if is_host(value, multiplier, shift):
         host = _apply_scale_32_host(value, multiplier, shift, double_round)
         if host is not None:
             return host
     value = as_i32(value)
+    if is_host(multiplier, shift) and value_bits <= 10:
+        narrow = _scale_32_narrow(value, multiplier, shift, double_round)
+        if narrow is not None:
+            return narrow
     if is_host(multiplier, shift):
         fast = _scale_32_const(value, multiplier, shift, double_round)
         if fast is not None:
@@ -277,6 +290,37 @@ def _mulhi_const(v: Array, m: np.ndarray) -> Array:
     yh = bitcast_i32((bitcast_u32(vl) * ml.astype(np.uint32)) >> 16)
     carry = ((x1 & 0xFFFF) + (x2 & 0xFFFF) + yh) >> 16
     return vh * mh + (x1 >> 16) + (x2 >> 16) + carry
+
+
+def _scale_32_narrow(value: Array, multiplier: Array, shift: Array,
+                     double_round: bool) -> Array | None:
+    """apply_scale_32 with constant scales of a value with |value| < 2**9 (an 8-bit input less
+    its zero point), in six int32 operations; None where it does not apply (negative
+    multipliers; shifts outside 1..47 or on both sides of 16).
+
+    m = mh 2**16 + ml (0 <= ml < 2**16, mh < 2**15): value * m = A 2**16 + B with A = value mh
+    and B = value ml, |A| < 2**24 and |B| < 2**25 exact in int32. With r = 2**(shift - 1):
+    * shift >= 17: r = 2**(shift - 17) 2**16, and floor((X 2**16 + B) / 2**shift) =
+      (X + (B >> 16)) >> (shift - 16) for X = A + 2**(shift - 17) (|X| < 2**31 for shift <= 47);
+      DOUBLE_ROUND adds +-2**30 = +-2**14 2**16 to r for shift > 31, so +-2**14 to X;
+    * shift <= 16: (A << (16 - shift)) + ((B + r) >> shift), modulo 2**32 like the spec's
+      static_cast<int32_t> (A << (16 - shift) may wrap; the true product does not fit then)."""
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 1 or s.max() > 47:
+        return None
+    mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
+    a, b = value * mh, value * ml
+    if s.min() >= 17:
+        x = a + (np.int64(1) << (s - 17)).astype(np.int32)
+        if double_round and s.max() > 31:
+            x = x + jnp.where(value >= 0, np.where(s > 31, 1 << 14, 0).astype(np.int32),
+                              np.where(s > 31, -(1 << 14), 0).astype(np.int32))
+        return (x + (b >> 16)) >> (s - 16).astype(np.int32)
+    if s.max() <= 16:  # DOUBLE_ROUND only differs for shift > 31
+        rnd = (np.int64(1) << (s - 1)).astype(np.int32)
+        return (a << (16 - s).astype(np.int32)) + ((b + rnd) >> s.astype(np.int32))
+    return None
 
 
 def _scale_32_const(value: Array, multiplier: Array, shift: Array,
@@ -426,3 +470,266 @@ def reciprocal_scale(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         v >>= 1
     numerator = ((1 << 30) + 1) << k
     return (numerator // value).astype(np.int32), (30 + k).astype(np.int32)
+
+
+# ----------------------------------------------------------------------------- block scaling
+# TOSA 1.1 (draft) microscaling: a block of ``block_size`` values along the innermost axis
+# shares one FP8UE8M0 scale, a power of two 2^(code - 127) (code 255 is NaN).
+
+# normal_max<out_t>() + 0.5 ulp: the largest magnitude that rounds to normal_max
+# (get_largest_value_rounding_to_normal_max, numeric_conversion_helpers.tosac).
+BLOCK_OUT_MAX = {"FP8E4M3": 448.0 + 16.0, "FP8E5M2": 57344.0 + 4096.0, "FP6E3M2": 28.0 + 2.0,
+                 "FP6E2M3": 7.5 + 0.125, "FP4E2M1": 6.0 + 1.0, "MXINT8": 127 / 64 + 1 / 128}
+
+
+def block_scale_exponent(max_abs: Array, out_t: str) -> Array:
+    """calc_block_scale's exponent, exactly: for FP8E4M3 ceil(log2(max_abs / out_max)), else
+    floor(log2(max_abs / out_max)) + 1, clipped to the FP8UE8M0 range [-127, 127]; int32.
+
+    Computed without logarithms: the answer is the smallest k with out_max * 2^k >= max_abs
+    (FP8E4M3) or > max_abs (the others), and out_max * 2^k is exact in f32, so the comparison
+    is exact. Tiny values are compared scaled by 2^64 (exact too), so that no f32 subnormal,
+    which XLA may flush to zero, takes part. ``max_abs`` is a non-negative finite f32.
+    """
+    out_max = BLOCK_OUT_MAX[out_t]
+    max_abs = jnp.asarray(max_abs, jnp.float32)
+    tiny = max_abs < jnp.float32(2.0 ** -60)
+    shift = jnp.where(tiny, 64, 0)
+    scaled = jnp.where(tiny, max_abs * jnp.float32(2.0 ** 64), max_abs)
+    _, e = jnp.frexp(scaled / jnp.float32(out_max))  # r = m 2^e, 0.5 <= m < 1: log2 r < e
+    k = e.astype(jnp.int32) - 1
+    strict = out_t != "FP8E4M3"
+
+    def ok(kk: Array) -> Array:
+        bound = jnp.ldexp(jnp.float32(out_max), kk)
+        return (bound > scaled) if strict else (bound >= scaled)
+
+    for _ in range(3):  # the estimate is within one of the answer: step up until it holds
+        k = jnp.where(ok(k), k, k + 1)
+    k = jnp.where(ok(k - 1), k - 1, k)
+    return jnp.clip(k - shift, -127, 127)
+
+
+def times_2_64(x: Array) -> Array:
+    """x * 2^64, exactly, for f32 |x| < 2^-60, subnormal x included: XLA's CPU arithmetic treats
+    f32 subnormals as zero (seen with jax 0.10.2), so they are rebuilt from their bits."""
+    bits = lax.bitcast_convert_type(jnp.asarray(x, jnp.float32), U32)
+    mant = (bits & 0x7FFFFF).astype(I32).astype(jnp.float32)
+    subnormal = ((bits >> 23) & 0xFF) == 0
+    mag = jnp.where(subnormal, mant * jnp.float32(2.0 ** -85), jnp.abs(x) * jnp.float32(2.0 ** 64))
+    return jnp.where((bits >> 31) == 1, -mag, mag)
+
+
+def e8m0_from_exponent(k: Array) -> Array:
+    """FP8UE8M0 values 2^k from int32 exponents in [-127, 127] (code = k + 127)."""
+    return lax.bitcast_convert_type((k + 127).astype(jnp.uint8), jnp.float8_e8m0fnu)
+
+
+def e8m0_exponent(scale: Array) -> tuple[Array, Array]:
+    """(exponent k as int32, is-NaN) of FP8UE8M0 scales."""
+    code = lax.bitcast_convert_type(jnp.asarray(scale, jnp.float8_e8m0fnu), jnp.uint8)
+    return code.astype(jnp.int32) - 127, code == 255
+
+
+def apply_block_scale(values: Array, scale: Array, block_size: int) -> Array:
+    """values (f32, innermost axis C) times their blocks' scales (innermost axis C/block_size):
+    exact, a multiplication by a power of two (ldexp, so 2^-127 needs no f32 subnormal)."""
+    k, nan = e8m0_exponent(scale)
+    k = jnp.repeat(k, block_size, axis=-1)
+    nan = jnp.repeat(nan, block_size, axis=-1)
+    return jnp.where(nan, jnp.float32(jnp.nan), jnp.ldexp(values, k))
+
+
+def mxint8_value(code: Array) -> Array:
+    """MXINT8 codes (int8) as their f32 values code / 64."""
+    return jnp.asarray(code).astype(jnp.float32) * jnp.float32(1 / 64)
+
+
+def _fp6_table(dtype: str) -> np.ndarray:
+    """The 32 non-negative values of an FP6 type by code (ml_dtypes' decoding), as f32."""
+    import ml_dtypes
+
+    dt = {"FP6E2M3": ml_dtypes.float6_e2m3fn, "FP6E3M2": ml_dtypes.float6_e3m2fn}[dtype]
+    return np.arange(32, dtype=np.uint8).view(dt).astype(np.float32)
+
+
+def fp6_decode(code: Array, dtype: str) -> Array:
+    """FP6 codes (uint8: sign bit 5, magnitude bits 0-4) as exact f32 values."""
+    code = jnp.asarray(code).astype(jnp.int32)
+    mag = jnp.take(jnp.asarray(_fp6_table(dtype)), code & 31)
+    return jnp.where(code & 32, -mag, mag)
+
+
+def fp6_encode(x: Array, dtype: str) -> Array:
+    """round_to_nearest_float<f32, fp6>: the nearest FP6 value, ties to the even code,
+    saturating at the largest magnitude (FP6 has no infinity; NaN gives the largest too)."""
+    table = jnp.asarray(_fp6_table(dtype))
+    mag = jnp.abs(x)
+    mag = jnp.where(jnp.isnan(mag), table[-1], mag)
+    hi = jnp.clip(jnp.searchsorted(table, mag, side="left"), 1, 31)  # table[hi-1] < mag <= ...
+    lo = hi - 1
+    d_lo, d_hi = mag - table[lo], table[hi] - mag
+    pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
+    code = jnp.where(mag >= table[-1], 31, jnp.where(pick_hi, hi, lo))
+    code = jnp.where(mag <= 0, 0, code)
+    return (code | jnp.where(jnp.signbit(x), 32, 0)).astype(jnp.uint8)
+
+
+def to_block_value(x: Array, out_t: str) -> Array:
+    """round_to_nearest_float<f32, out_t>: f32 -> a block element type (MXINT8: its code)."""
+    if out_t == "MXINT8":
+        return jnp.clip(jnp.round(x * 64), -127, 127).astype(jnp.int8)
+    if out_t in CODE_TYPES:
+        return fp6_encode(x, out_t)
+    return x.astype(DEVICE_DTYPES[out_t])
+
+
+def block_value_f32(x: Array, in_t: str) -> Array:
+    """Block element values (MXINT8 and FP6 codes included) as f32, exactly."""
+    if in_t == "MXINT8":
+        return mxint8_value(x)
+    if in_t in CODE_TYPES:
+        return fp6_decode(x, in_t)
+    return jnp.asarray(x).astype(jnp.float32)
+
+
+# ----------------------------------------------------------------------------- INT64 (EXT-INT64)
+# TOSA 1.1's int64_t arithmetic on ``Wide`` pairs: the same words as INT48, all 64 bits used.
+# Every function wraps modulo 2^64 where the pseudocode's overflow is a REQUIRE failure.
+
+
+def as_wide(x: Any) -> Wide:
+    """A Wide of JAX arrays (numpy constants are moved to JAX)."""
+    return Wide(jnp.asarray(x.hi, I32), jnp.asarray(x.lo, U32))
+
+
+def wide_broadcast(*xs: Wide) -> list[Wide]:
+    shape = jnp.broadcast_shapes(*(jnp.shape(x.hi) for x in xs))
+    return [Wide(jnp.broadcast_to(x.hi, shape), jnp.broadcast_to(x.lo, shape)) for x in xs]
+
+
+def wide_lt(a: Wide, b: Wide) -> Array:
+    """Signed a < b."""
+    return (a.hi < b.hi) | ((a.hi == b.hi) & (a.lo < b.lo))
+
+
+def wide_eq(a: Wide, b: Wide) -> Array:
+    return (a.hi == b.hi) & (a.lo == b.lo)
+
+
+def wide_bitwise(a: Wide, b: Wide, f: Any) -> Wide:
+    return Wide(f(a.hi, b.hi), f(a.lo, b.lo))
+
+
+def wide_shl_var(a: Wide, s: Array) -> Wide:
+    """Shift left by 0 <= s <= 63 per element (bits shifted out of the top are lost)."""
+    s = jnp.broadcast_to(as_i32(s), a.hi.shape)
+    big = s >= 32
+    small = jnp.where(big, 0, s).astype(U32)
+    hi_u = bitcast_u32(a.hi)
+    # (lo >> 1) >> (31 - s) is lo >> (32 - s) without a 32-bit shift when s == 0
+    hi_small = (hi_u << small) | ((a.lo >> 1) >> (31 - small))
+    hi_big = a.lo << jnp.where(big, s - 32, 0).astype(U32)
+    return Wide(bitcast_i32(jnp.where(big, hi_big, hi_small)),
+                jnp.where(big, jnp.uint32(0), a.lo << small))
+
+
+def wide_srl_var(a: Wide, s: Array) -> Wide:
+    """Logical shift right by 0 <= s <= 63 per element."""
+    s = jnp.broadcast_to(as_i32(s), a.hi.shape)
+    big = s >= 32
+    small = jnp.where(big, 0, s).astype(U32)
+    hi_u = bitcast_u32(a.hi)
+    lo_small = (a.lo >> small) | ((hi_u << 1) << (31 - small))
+    lo_big = hi_u >> jnp.where(big, s - 32, 0).astype(U32)
+    return Wide(bitcast_i32(jnp.where(big, jnp.uint32(0), hi_u >> small)),
+                jnp.where(big, lo_big, lo_small))
+
+
+def wide_mul64(a: Wide, b: Wide) -> Wide:
+    """The low 64 bits of a 64 x 64 product (two's complement: signedness does not matter)."""
+    a, b = wide_broadcast(a, b)
+    hi, lo = _mul_u32(a.lo, b.lo)
+    cross = bitcast_u32(a.hi) * b.lo + a.lo * bitcast_u32(b.hi)
+    return Wide(bitcast_i32(hi + cross), lo)
+
+
+def wide_abs(a: Wide) -> Wide:
+    return wide_select(a.hi < 0, wide_neg(a), a)
+
+
+def wide_clz(a: Wide) -> Wide:
+    """count_leading_zeros of a 64-bit value, as a Wide (0..64)."""
+    n = jnp.where(a.hi != 0, count_leading_zeros(a.hi), 32 + count_leading_zeros(bitcast_i32(a.lo)))
+    return wide(n)
+
+
+def wide_divide(a: Wide, b: Wide) -> Wide:
+    """apply_intdiv_s for int64: C division, truncating toward zero (b == 0 and MIN / -1 are
+    REQUIRE failures). Restoring long division of the magnitudes, one bit per step."""
+    a, b = wide_broadcast(a, b)
+    negative = (a.hi < 0) != (b.hi < 0)
+    n, d = wide_abs(a), wide_abs(b)  # as unsigned 64-bit values (|MIN| stays 2^63)
+    zero = jnp.zeros_like(n.lo)
+    q = Wide(bitcast_i32(zero), zero)
+    r = Wide(bitcast_i32(zero), zero)
+
+    def ge_u(x: Wide, y: Wide) -> Array:  # unsigned x >= y
+        xh, yh = bitcast_u32(x.hi), bitcast_u32(y.hi)
+        return (xh > yh) | ((xh == yh) & (x.lo >= y.lo))
+
+    def step(i: Any, qr: tuple[Wide, Wide]) -> tuple[Wide, Wide]:
+        q, r = qr
+        bit = 63 - i
+        nbit = jnp.where(bit >= 32, bitcast_u32(n.hi) >> jnp.maximum(bit - 32, 0).astype(U32),
+                         n.lo >> jnp.minimum(bit, 31).astype(U32)) & 1
+        r = wide_shl(r, 1)
+        r = Wide(r.hi, r.lo | nbit)
+        take = ge_u(r, d)
+        r = wide_select(take, wide_sub(r, d), r)
+        q = wide_shl(q, 1)
+        q = Wide(q.hi, q.lo | take.astype(U32))
+        return q, r
+
+    q, _ = lax.fori_loop(0, 64, step, (q, r))
+    return wide_select(negative, wide_neg(q), q)
+
+
+def wide_reduce_sum(x: Wide, axis: int) -> Wide:
+    """Sum along ``axis`` modulo 2^64: the high words, and the low words in 16-bit halves."""
+    hi = wide_sum32(x.hi, axis)  # only its low word survives << 32
+    lo_hi = wide_sum32(bitcast_i32(x.lo >> 16), axis)
+    lo_lo = wide_sum32(bitcast_i32(x.lo & 0xFFFF), axis)
+    total = wide_add(Wide(bitcast_i32(hi.lo), jnp.zeros_like(hi.lo)), lo_lo)
+    return wide_add(total, wide_shl(lo_hi, 16))
+
+
+def wide_reduce_extreme(x: Wide, axis: int, largest: bool) -> Wide:
+    """REDUCE_MAX / REDUCE_MIN along ``axis`` (keeps the axis, as the spec's output does)."""
+    def pick(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
+        wa, wb = Wide(*a), Wide(*b)
+        take_b = wide_lt(wa, wb) if largest else wide_lt(wb, wa)
+        return jnp.where(take_b, b[0], a[0]), jnp.where(take_b, b[1], a[1])
+
+    init = ((jnp.int32(-(1 << 31)), jnp.uint32(0)) if largest
+            else (jnp.int32((1 << 31) - 1), jnp.uint32(0xFFFFFFFF)))
+    hi, lo = lax.reduce((jnp.asarray(x.hi), jnp.asarray(x.lo)), init, pick, (axis,))
+    return Wide(jnp.expand_dims(hi, axis), jnp.expand_dims(lo, axis))
+
+
+# ----------------------------------------------------------------------------- float accumulation
+
+
+def sequential_sum(x: Array, axis: int, acc_dtype: Any) -> Array:
+    """``acc = 0; for each index along axis: acc = acc + value`` in index order, rounded to
+    ``acc_dtype`` after every add (keepdims): the spec's REDUCE_SUM loop, as the reference model
+    runs it. For FP16 (acc_t fp16) a tree sum, or one in a wider type, differs by ulps that add
+    up over a long axis. The partial sum is a loop carry, so XLA cannot keep excess precision
+    between adds."""
+    xs = jnp.moveaxis(jnp.asarray(x), axis, 0).astype(acc_dtype)
+
+    def add(acc: Array, value: Array) -> tuple[Array, None]:
+        return acc + value, None
+
+    acc, _ = lax.scan(add, jnp.zeros(xs.shape[1:], acc_dtype), xs)
+    return jnp.expand_dims(acc, axis)

@@ -15,6 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from tosa_jax.lowering import Node, lowering
+from tosa_jax.lowering.numerics import (
+    as_wide,
+    sequential_sum,
+    wide_reduce_extreme,
+    wide_reduce_sum,
+)
 
 
 @lowering("REDUCE_ALL")
@@ -52,6 +58,8 @@ def _float_extreme(x: Any, axis: int, nan_mode: str, reduce: Any, sign: int) -> 
 @lowering("REDUCE_MAX")
 def reduce_max(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_max_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
+    if node.out.dtype == "INT64":
+        return wide_reduce_extreme(as_wide(input), axis, largest=True)
     x = jnp.asarray(input)
     if jnp.issubdtype(x.dtype, jnp.floating):
         return _float_extreme(x, axis, nan_mode, jnp.max, -1)
@@ -61,6 +69,8 @@ def reduce_max(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE"
 @lowering("REDUCE_MIN")
 def reduce_min(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_min_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
+    if node.out.dtype == "INT64":
+        return wide_reduce_extreme(as_wide(input), axis, largest=False)
     x = jnp.asarray(input)
     if jnp.issubdtype(x.dtype, jnp.floating):
         return _float_extreme(x, axis, nan_mode, jnp.min, 1)
@@ -81,6 +91,12 @@ _SUM_ACC = {"INT32": jnp.int32, "BF16": jnp.float32, "FP16": jnp.float16, "FP32"
 @lowering("REDUCE_SUM")
 def reduce_sum(node: Node, input: Any, *, axis: int) -> Any:
     """acc_t acc = 0; acc += value; output = static_cast<in_out_t>(acc)."""
+    if node.out.dtype == "INT64":  # wraps modulo 2^64 where the REQUIRE fails
+        w = wide_reduce_sum(as_wide(input), axis)
+        return type(w)(jnp.expand_dims(w.hi, axis), jnp.expand_dims(w.lo, axis))
     x = jnp.asarray(input)
-    acc = jnp.sum(x, axis=axis, keepdims=True, dtype=_SUM_ACC.get(node.inputs[0].dtype, x.dtype))
+    acc_t = _SUM_ACC.get(node.inputs[0].dtype, x.dtype)
+    if acc_t == jnp.float16:  # fp16 partial sums, in order: the reference model's results
+        return sequential_sum(x, axis, acc_t)
+    acc = jnp.sum(x, axis=axis, keepdims=True, dtype=acc_t)
     return acc.astype(x.dtype)

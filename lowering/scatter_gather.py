@@ -1,9 +1,10 @@
-"""Scatter/gather (spec chapter "Scatter/Gather"): GATHER, SCATTER.
+"""Scatter/gather (spec chapter "Scatter/Gather"): GATHER, SCATTER; TOSA 1.1 ROW_GATHER.
 
 Both index dimension 1 of an [N, K, C] tensor with an [N, W] int32 tensor, per batch n. The
 spec REQUIREs 0 <= index < K (and, for SCATTER, each index at most once per batch), so any
 result is allowed when that is broken: out-of-range indices are clipped (GATHER) or dropped
-(SCATTER).
+(SCATTER). TOSA 1.1 INT64 indices arrive as ``Wide`` pairs: a valid index is below K < 2^31, so
+its low word is the index (a larger one breaks the REQUIRE, where any result is allowed).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from tosa_jax.errors import TosaValidationError
 from tosa_jax.lowering import Node, lowering
 from tosa_jax.lowering.numerics import Wide, no_fold
 
@@ -24,9 +27,21 @@ def _gather(values: Any, indices: Any) -> Any:
                                mode="clip")
 
 
+def _index32(indices: Any) -> Any:
+    """int32 indices; INT64 (``Wide``) ones by their low word, clamped where the high word says
+    the index is out of int32 range (negative: 0 is as good as any, REQUIRE)."""
+    if not isinstance(indices, Wide):
+        return indices
+    lo = jax.lax.bitcast_convert_type(jnp.asarray(indices.lo), jnp.int32)
+    hi = jnp.asarray(indices.hi)
+    big = jnp.iinfo(jnp.int32).max
+    return jnp.where(hi < 0, -1, jnp.where((hi > 0) | (lo < 0), big, lo))
+
+
 @lowering("GATHER")
 def gather(node: Node, values: Any, indices: Any) -> Any:
     """output[n, w, c] = values[n, indices[n, w], c]."""
+    indices = _index32(indices)
     if isinstance(values, Wide):
         return values.map(lambda v: _gather(v, indices))
     return _gather(values, indices)
@@ -41,9 +56,71 @@ def _scatter(values_in: Any, indices: Any, input: Any) -> Any:
     return jax.vmap(one)(jnp.asarray(values_in), jnp.asarray(indices), jnp.asarray(input))
 
 
+def _row_indices(node: Node, vshape: tuple[int, ...], ishape: tuple[int, ...], indices: Any,
+                 row_count: Any, out_shape: tuple[int, ...]) -> Any:
+    """The rows ROW_GATHER reads, [N, W*row_count]: each index k starts a run k ... k+rows-1
+    (REQUIRE(0 <= k && k + row_count <= K))."""
+    if len(vshape) != 3 or len(ishape) != 2 or ishape[0] != vshape[0]:
+        raise TosaValidationError(f"{node.op}: values must be [N,K,C], indices [N,W]")
+    n, _, c = vshape
+    w = ishape[1]
+    rows = (int(np.asarray(row_count).reshape(-1)[0]) if isinstance(row_count, np.ndarray)
+            else out_shape[1] // max(w, 1))
+    if rows < 1:
+        raise TosaValidationError(f"{node.op}: ERROR_IF(row_count < 1): row_count is {rows}")
+    if tuple(out_shape) != (n, w * rows, c):
+        raise TosaValidationError(f"{node.op}: output shape {list(out_shape)}, expected "
+                                  f"{[n, w * rows, c]}")
+    starts = jnp.asarray(_index32(indices))
+    return (starts[:, :, None] + jnp.arange(rows, dtype=starts.dtype)).reshape(n, w * rows)
+
+
+def _gather_any(values: Any, idx: Any) -> Any:
+    return values.map(lambda v: _gather(v, idx)) if isinstance(values, Wide) else _gather(
+        values, idx)
+
+
+@lowering("ROW_GATHER")
+def row_gather(node: Node, values: Any, indices: Any, row_count: Any) -> Any:
+    """TOSA 1.1: output[n, w * row_count + r, c] = values[n, indices[n, w] + r, c] for
+    0 <= r < row_count."""
+    idx = _row_indices(node, node.inputs[0].shape, node.inputs[1].shape, indices, row_count,
+                       node.out.shape)
+    return _gather_any(values, idx)
+
+
+@lowering("ROW_GATHER_BLOCK_SCALED")
+def row_gather_block_scaled(node: Node, *inputs: Any, block_size: int) -> Any:
+    """TOSA 1.1: ROW_GATHER of a value tensor and, when block-scaled, of its scales (the same
+    rows). Inputs: the tensor list (values[, scales]), indices, row_count."""
+    *values, indices, row_count = inputs
+    vshape = node.inputs[0].shape
+    if len(vshape) == 3 and vshape[2] % block_size != 0:
+        raise TosaValidationError(f"{node.op}: ERROR_IF(C % block_size != 0)")
+    if len(values) not in (1, 2):
+        raise TosaValidationError(f"{node.op}: ERROR_IF(values_len != 1 && values_len != 2)")
+    if (len(values) == 1) != (block_size == 1):
+        raise TosaValidationError(f"{node.op}: ERROR_IF((values_len == 1) && (block_size != 1))"
+                                  " or ERROR_IF((values_len == 2) && (block_size == 1))")
+    if len(node.outputs) != len(values):
+        raise TosaValidationError(f"{node.op}: {len(values)} value tensor(s) in, "
+                                  f"{len(node.outputs)} out")
+    ishape = node.inputs[len(values)].shape
+    idx = _row_indices(node, vshape, ishape, indices, row_count, node.outputs[0].shape)
+    outs = [_gather_any(values[0], idx)]
+    if len(values) == 2:
+        n, k, c = vshape
+        if tuple(node.inputs[1].shape) != (n, k, c // block_size):
+            raise TosaValidationError(f"{node.op}: scale shape {list(node.inputs[1].shape)}, "
+                                      f"expected {[n, k, c // block_size]}")
+        outs.append(_gather_any(values[1], idx))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
 @lowering("SCATTER")
 def scatter(node: Node, values_in: Any, indices: Any, input: Any) -> Any:
     """values_out = values_in, then values_out[n, indices[n, w], c] = input[n, w, c]."""
+    indices = _index32(indices)
     if isinstance(values_in, Wide):
         return Wide(_scatter(values_in.hi, indices, input.hi),
                     _scatter(values_in.lo, indices, input.lo))

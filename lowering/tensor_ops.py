@@ -22,6 +22,7 @@ Integer sums are exact. The convolutions share one core (``_ConvGeometry`` / ``_
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -39,8 +40,10 @@ from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
     INT_RANGES,
     Wide,
+    apply_block_scale,
     apply_scale_32,
     as_i32,
+    block_value_f32,
     reciprocal_scale,
     saturate_cast,
     wide,
@@ -67,6 +70,16 @@ def _const_eval(fn: Any, *args: Any) -> Any:
         with jax.ensure_compile_time_eval():
             return np.asarray(fn(*args))
     return fn(*args)
+
+
+def _fail(node: Node, rule: str, detail: str = "") -> TosaValidationError:
+    """A TOSA 1.1 operator's ERROR_IF (the 1.0 operators' ones are profiles/')."""
+    return TosaValidationError(f"{node.op}: ERROR_IF({rule})" + (f": {detail}" if detail else ""))
+
+
+def _check_dims(node: Node, what: str, got: int, expected: int) -> None:
+    if got != expected:
+        raise TosaValidationError(f"{node.op}: {what} is {got}, expected {expected}")
 
 
 def _scalar(node: Node, index: int, value: Any) -> int | float:
@@ -424,6 +437,12 @@ def _get_weight(node: Node, w: Any) -> Any:
 
 @lowering("ARGMAX")
 def argmax(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
+    """Index of the first maximum along ``axis``; TOSA 1.1 may ask for an INT64 index."""
+    index = _argmax32(node, input, axis=axis, nan_mode=nan_mode)
+    return wide(index) if node.out.dtype == "INT64" else index
+
+
+def _argmax32(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """Index of the first maximum along ``axis`` (the pseudocode updates only on a change)."""
     x = jnp.asarray(input)
     if jnp.issubdtype(x.dtype, jnp.floating):
@@ -488,6 +507,30 @@ def avg_pool2d(node: Node, input: Any, input_zp: Any, output_zp: Any, *, kernel:
     acc = apply_scale_32(acc, multiplier, shift, False)
     acc = acc + out_zp  # |scaled average| <= 2**16, so this add cannot overflow
     return saturate_cast(acc, in_out_t)
+
+
+def _window(node: Node, kernel: Any, stride: Any, pad: Any) -> tuple[tuple[int, ...], ...]:
+    """The kernel, stride and pad shape_t inputs of an ADAPTIVE pooling (compile-time values)."""
+    return tuple(tuple(int(v) for v in np.asarray(constant(node, i, x)).reshape(-1))
+                 for i, x in ((len(node.inputs) - 3, kernel), (len(node.inputs) - 2, stride),
+                              (len(node.inputs) - 1, pad)))
+
+
+@lowering("AVG_POOL2D_ADAPTIVE")
+def avg_pool2d_adaptive(node: Node, input: Any, input_zp: Any, output_zp: Any, kernel: Any,
+                        stride: Any, pad: Any, *, acc_type: str) -> Any:
+    """TOSA 1.1: AVG_POOL2D with its kernel, stride and pad given as shape_t inputs."""
+    k, s, p = _window(node, kernel, stride, pad)
+    return avg_pool2d(node, input, input_zp, output_zp, kernel=k, stride=s, pad=p,
+                      acc_type=acc_type)
+
+
+@lowering("MAX_POOL2D_ADAPTIVE")
+def max_pool2d_adaptive(node: Node, input: Any, kernel: Any, stride: Any, pad: Any, *,
+                        nan_mode: str = "PROPAGATE") -> Any:
+    """TOSA 1.1: MAX_POOL2D with its kernel, stride and pad given as shape_t inputs."""
+    k, s, p = _window(node, kernel, stride, pad)
+    return max_pool2d(node, input, kernel=k, stride=s, pad=p, nan_mode=nan_mode)
 
 
 @lowering("MAX_POOL2D")
@@ -588,6 +631,93 @@ def transpose_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: A
     if isinstance(w, np.ndarray):
         w = np.ascontiguousarray(w)
     return _convolve(node, input, w, bias, zp, wzp, g, acc_type)
+
+
+def _dequantize(node: Node, index: int, data: Any, scale: Any, block_size: int) -> Any:
+    """A block-scaled operand as f32: each value times its block's scale, exactly (a power of
+    two). The pseudocode scales each block's dot product instead; the sums are the same real
+    numbers, accumulated within the DOT_PRODUCT error bound in f32."""
+    shape = node.inputs[index].shape
+    if block_size == 1:
+        raise _fail(node, "block_size == 1")
+    if shape[-1] % block_size != 0:
+        raise _fail(node, "C % block_size != 0",
+                    f"innermost dimension {shape[-1]}, block_size {block_size}")
+    sshape = node.inputs[index + 1].shape
+    if tuple(sshape) != tuple(shape[:-1]) + (shape[-1] // block_size,):
+        raise TosaValidationError(f"{node.op}: scale shape {list(sshape)} does not match data "
+                                  f"shape {list(shape)} with block_size {block_size}")
+    x = block_value_f32(data, node.inputs[index].dtype)
+    return apply_block_scale(x, jnp.asarray(scale), block_size)
+
+
+@lowering("MATMUL_T_BLOCK_SCALED")
+def matmul_t_block_scaled(node: Node, A_data: Any, A_scale: Any, B_data: Any,  # noqa: N803
+                          B_scale: Any, *, block_size: int) -> Any:
+    """TOSA 1.1: MATMUL_T of block-scaled A [N,H,C] and B [D,W,C] (D == N or 1), FP32 out."""
+    n, h, c = node.inputs[0].shape
+    d, w, cb = node.inputs[2].shape
+    if d != n and d != 1:
+        raise _fail(node, "D != N && D != 1", f"A has {n} matrices, B {d}")
+    _check_dims(node, "B columns (C)", cb, c)
+    a = _dequantize(node, 0, A_data, A_scale, block_size)
+    b = _dequantize(node, 2, B_data, B_scale, block_size)
+    b = jnp.broadcast_to(b, (n, w, c))
+    return lax.dot_general(a, b, (((2,), (2,)), ((0,), (0,))), precision=lax.Precision.HIGHEST,
+                           preferred_element_type=jnp.float32)
+
+
+@lowering("CONV2D_BLOCK_SCALED")
+def conv2d_block_scaled(node: Node, input_data: Any, input_scale: Any, weight_data: Any,
+                        weight_scale: Any, bias: Any, pad: Any, stride: Any, dilation: Any, *,
+                        block_size: int) -> Any:
+    """TOSA 1.1: CONV2D of block-scaled input [N,IH,IW,IC] and weight [OC,KH,KW,IC], FP32 out,
+    with pad, stride and dilation given as shape_t inputs. Out-of-bounds positions read value 0
+    (scale 1): zero padding of the dequantized input."""
+    pad_, stride_, dilation_ = (tuple(int(v) for v in np.asarray(constant(node, i, x)).reshape(-1))
+                                for i, x in ((5, pad), (6, stride), (7, dilation)))
+    n, ih, iw, ic = node.inputs[0].shape
+    oc, kh, kw, wic = node.inputs[2].shape
+    _check_dims(node, "weight IC", wic, ic)
+    _check_dims(node, "output batch", node.out.shape[0], n)
+    _check_dims(node, "output channels", node.out.shape[3], oc)
+    g = _forward_geometry(node, (ih, iw), (kh, kw), pad_, stride_, dilation_, ("H", "W"), 1)
+    x = _dequantize(node, 0, input_data, input_scale, block_size)
+    wt = jnp.transpose(_dequantize(node, 2, weight_data, weight_scale, block_size), (1, 2, 3, 0))
+    acc = _conv(_pad_input(x, 0.0, g), wt, g, jnp.float32)
+    bc = node.inputs[4].shape[0]
+    if bc not in (1, oc):
+        raise _fail(node, "BC != OC && BC != 1", f"bias has {bc} elements, output channels {oc}")
+    return acc + jnp.asarray(bias).astype(jnp.float32)
+
+
+@lowering("MATMUL_T")
+def matmul_t(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N803
+    """TOSA 1.1: output[n, h, w] = sum_c (A[n, h, c] - A_zp) (B[d, w, c] - B_zp), d = 0 when
+    D == 1 (B broadcast over the batch), else n. The same sums as MATMUL of A and B^T, so it
+    runs MATMUL's exact integer paths on B transposed to [N, C, W]."""
+    n, h, c = node.inputs[0].shape
+    d, w, cb = node.inputs[1].shape
+    if d != n and d != 1:
+        raise _fail(node, "D != N && D != 1", f"A has {n} matrices, B {d}")
+    _check_dims(node, "B columns (C)", cb, c)
+    a_t, b_t, out_t = node.inputs[0].dtype, node.inputs[1].dtype, node.out.dtype
+    if a_t in FLOAT_TYPES or b_t in FLOAT_TYPES:
+        a_zp, b_zp = _zero_points(node, [("A_zp", 2, A_zp), ("B_zp", 3, B_zp)])
+        # Each product is exact in f32 (inputs of at most 11 significant bits); the sum is the
+        # out_t accumulation within the DOT_PRODUCT bound, rounded to out_t once.
+        a = jnp.asarray(A).astype(jnp.float32)
+        b = jnp.asarray(B).astype(jnp.float32)
+        acc = lax.dot_general(a, b, (((2,), (2,)), ((0,), (0,)) if d == n else ((), ())),
+                              precision=lax.Precision.HIGHEST,
+                              preferred_element_type=jnp.float32)
+        if d != n:  # [N, H, 1, W] -> [N, H, W]
+            acc = acc.reshape(n, h, w)
+        return acc.astype(DEVICE_DTYPES[out_t])
+    bt = _const_eval(lambda t: jnp.broadcast_to(jnp.swapaxes(jnp.asarray(t), 1, 2), (n, c, w)), B)
+    b_tensor = dataclasses.replace(node.inputs[1], shape=(n, c, w), data=None)
+    inner = dataclasses.replace(node, inputs=(node.inputs[0], b_tensor) + node.inputs[2:])
+    return matmul(inner, A, bt, A_zp, B_zp)
 
 
 @lowering("MATMUL")

@@ -1,4 +1,5 @@
-"""Type conversion (spec chapter "Type Conversion"): CAST, RESCALE."""
+"""Type conversion (spec chapter "Type Conversion"): CAST, RESCALE; TOSA 1.1's
+CAST_TO_BLOCK_SCALED and CAST_FROM_BLOCK_SCALED (microscaling, numerics.py's block helpers)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,25 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from tosa_jax.errors import TosaUnsupportedError
-from tosa_jax.ir import FLOAT_TYPES, INT_BITS
+from tosa_jax.errors import TosaUnsupportedError, TosaValidationError
+from tosa_jax.ir import FLOAT_TYPES, INT_BITS, TYPES_1_1, WIDE_TYPES
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
     INT_RANGES,
     Wide,
+    apply_block_scale,
     apply_scale_16,
     apply_scale_32,
     apply_scale_host,
     as_i32,
     bitcast_u32,
+    block_scale_exponent,
+    block_value_f32,
     is_host,
     saturate_cast,
+    times_2_64,
+    to_block_value,
     wide,
     wide_low32,
     wide_sub,
@@ -78,7 +84,9 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
                                 multiplier, shift)
     else:
         value = value - in_zp  # fits int32: only 8/16-bit inputs have zero points
-        result = (apply_scale_32(value, multiplier, shift, rounding_mode == "DOUBLE_ROUND")
+        narrow = 10 if in_t in ("INT8", "INT4") else 32  # |value - zp| <= 255 for 8 bits
+        result = (apply_scale_32(value, multiplier, shift, rounding_mode == "DOUBLE_ROUND",
+                                 value_bits=narrow)
                   if scale32 else apply_scale_16(wide(value), multiplier, shift))
 
     result = result + out_zp
@@ -118,6 +126,9 @@ def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndar
     return np.clip(result.astype(np.int64) + out_zp, lo, hi).astype(
         np.dtype(DEVICE_DTYPES[out_t]))
 
+
+# CAST converts between the TOSA 1.0 float types; the 1.1 MX types go through the block casts.
+_FLOATS = tuple(t for t in FLOAT_TYPES if t not in TYPES_1_1)
 
 
 def _int32_to_bf16(x: Any) -> Any:
@@ -159,13 +170,13 @@ def cast(node: Node, input: Any) -> Any:
         if isinstance(input, Wide):
             return (input.hi != 0) | (input.lo != 0)
         return jnp.asarray(input) != 0
-    if out_t in FLOAT_TYPES:
+    if out_t in _FLOATS:
         out_dtype = DEVICE_DTYPES[out_t]
         if in_t == "BOOL":
             return jnp.where(jnp.asarray(input), 1.0, 0.0).astype(out_dtype)
         if in_t == "INT32" and out_t == "BF16":
             return _int32_to_bf16(input)
-        if in_t in FLOAT_TYPES or in_t in ("INT4", "INT8", "INT16", "INT32"):
+        if in_t in _FLOATS or in_t in ("INT4", "INT8", "INT16", "INT32"):
             # int8/int16 are exact in f32; int32 -> fp16 rounds once (|x| >= 2^24 overflows
             # fp16 either way); float -> float: XLA's convert rounds to nearest even and
             # overflows to inf (NaN for fp8e4m3, which has no inf), as round_to_nearest_float.
@@ -177,18 +188,75 @@ def cast(node: Node, input: Any) -> Any:
     if in_t == "BOOL":
         # out = (in) ? 1 : 0
         value = jnp.asarray(input).astype(jnp.int32)
-        return wide(value) if out_t == "INT48" else value.astype(DEVICE_DTYPES[out_t])
-    if in_t in FLOAT_TYPES:
-        if out_t == "INT48":
-            raise TosaUnsupportedError(f"CAST from {in_t} to INT48 is not supported")
+        return wide(value) if out_t in WIDE_TYPES else value.astype(DEVICE_DTYPES[out_t])
+    if in_t in _FLOATS:
+        if out_t in WIDE_TYPES:
+            raise TosaUnsupportedError(f"CAST from {in_t} to {out_t} is not supported")
         return _float_to_int(input, out_t)
     if in_t not in INT_BITS:
         raise TosaUnsupportedError(f"CAST from {in_t} is not supported")
     if INT_BITS[out_t] >= INT_BITS[in_t]:
         # out = sign_extend<out_t>(in)
-        if out_t == "INT48":
+        if out_t in WIDE_TYPES:
             return input if isinstance(input, Wide) else wide(input)
         return jnp.asarray(input).astype(DEVICE_DTYPES[out_t])
     # out = truncate<out_t>(in): the low bits, two's complement.
     low = wide_low32(input) if isinstance(input, Wide) else jnp.asarray(input)
     return wrap_cast(low, out_t)
+
+
+def _block_shapes(node: Node, shape: tuple[int, ...], scale_shape: tuple[int, ...] | None,
+                  block_size: int) -> None:
+    """The ERROR_IFs the block-scaled casts share."""
+    if len(shape) == 0 or shape[-1] % block_size != 0:
+        raise TosaValidationError(
+            f"{node.op}: ERROR_IF(rank(shape) == 0 || shape[rank(shape)-1] % block_size != 0): "
+            f"shape {list(shape)}, block_size {block_size}")
+    if block_size == 1:
+        raise TosaValidationError(f"{node.op}: ERROR_IF(block_size == 1)")
+    if scale_shape is not None and tuple(scale_shape) != shape[:-1] + (shape[-1] // block_size,):
+        raise TosaValidationError(
+            f"{node.op}: the scale shape {list(scale_shape)} is not the data shape "
+            f"{list(shape)} with its innermost dimension divided by block_size {block_size}")
+
+
+@lowering("CAST_TO_BLOCK_SCALED")
+def cast_to_block_scaled(node: Node, input_data: Any, *, block_size: int) -> tuple[Any, Any]:
+    """TOSA 1.1: per block of the innermost axis, scale = calc_block_scale(max |x|) and
+    out = round_to_nearest_float(x / scale); returns (output_data, output_scale)."""
+    shape = node.inputs[0].shape
+    _block_shapes(node, shape, node.outputs[1].shape, block_size)
+    out_t = node.outputs[0].dtype
+    x = jnp.asarray(input_data).astype(jnp.float32)
+    blocks = x.reshape(shape[:-1] + (shape[-1] // block_size, block_size))
+    # Blocks of tiny values (all below 2^-60, subnormals included) are worked on scaled by
+    # 2^64, exactly: XLA's CPU arithmetic would read f32 subnormals as zero. In other blocks a
+    # subnormal divided by the scale rounds to zero in every element type anyway.
+    mag = lax.bitcast_convert_type(jnp.abs(blocks), jnp.uint32)  # bits: no subnormal flush
+    tiny = jnp.all(mag < lax.bitcast_convert_type(jnp.float32(2.0 ** -60), jnp.uint32), axis=-1)
+    work = jnp.where(tiny[..., None], times_2_64(blocks), blocks)
+    max_abs = jnp.max(jnp.abs(work), axis=-1)  # NaN propagates (jnp.max does)
+    special = jnp.isnan(max_abs) | jnp.isinf(max_abs)
+    finite = jnp.where(special, jnp.float32(0), max_abs)
+    k = block_scale_exponent(finite, out_t) - jnp.where(tiny, 64, 0)
+    # max_abs == 0: normal_min<scale_t>() = 2^-127; the exponent range is [-127, 127]
+    k = jnp.clip(jnp.where(finite == 0, -127, k), -127, 127)
+    code = jnp.where(special, 255, k + 127).astype(jnp.uint8)
+    scale = lax.bitcast_convert_type(code, jnp.float8_e8m0fnu)
+    # in / scale: a multiplication by 2^-k (exact; NaN where the scale is NaN)
+    q = jnp.ldexp(work, (-k - jnp.where(tiny, 64, 0))[..., None])
+    q = jnp.where(special[..., None], jnp.float32(jnp.nan), q).reshape(shape)
+    return to_block_value(q, out_t), scale
+
+
+@lowering("CAST_FROM_BLOCK_SCALED")
+def cast_from_block_scaled(node: Node, input_data: Any, input_scale: Any, *,
+                           block_size: int) -> Any:
+    """TOSA 1.1: out = round_to_nearest_float(fp32(x) * fp32(scale of its block))."""
+    shape, scale_shape = node.inputs[0].shape, node.inputs[1].shape
+    if len(shape) != len(scale_shape):
+        raise TosaValidationError(f"{node.op}: ERROR_IF(rank(shape) != rank(in_scale_shape))")
+    _block_shapes(node, shape, scale_shape, block_size)
+    x = block_value_f32(input_data, node.inputs[0].dtype)
+    out = apply_block_scale(x, jnp.asarray(input_scale), block_size)
+    return out.astype(DEVICE_DTYPES[node.out.dtype])

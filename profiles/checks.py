@@ -39,11 +39,22 @@ from typing import Any
 
 import numpy as np
 
-from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, Tensor
+from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, Tensor, is_1_1
 from tosa_jax.profiles import spec_data
 
 SPEC_OPERATORS: dict[str, Any] = spec_data.OPERATORS
 ACC_TYPES = ("INT32", "INT48", "FP16", "FP32")
+ACC_TYPES_1_1 = ACC_TYPES + ("BF16",)
+
+
+def spec_operators(v11: bool = False) -> dict[str, Any]:
+    """The operators of TOSA 1.0.2, or of the TOSA 1.1 draft (loaded on first use: 1.1 graphs
+    only pay for its larger tables)."""
+    if not v11:
+        return SPEC_OPERATORS
+    from tosa_jax.profiles import spec_data_1_1
+
+    return spec_data_1_1.OPERATORS
 NAN_MODES = ("PROPAGATE", "IGNORE")
 RESIZE_MODES = ("NEAREST", "BILINEAR")  # the schema's names (spec: NEAREST_NEIGHBOR, BILINEAR)
 ROUNDING_EXTENSIONS = {name: v["extension"]
@@ -143,13 +154,14 @@ def _arg(a: dict[str, Any]) -> _Arg:
         symbol = shape
     return _Arg(a["name"], a["category"], a["type"], a["element_type"], symbol, dims,
                 a["rank"], a["ctc"], a["ctc_remove"], a["level_limits"], a["optional"],
-                a["type"] == "tensor_list_t")
+                a["type"] in ("tensor_list_t", "shape_list_t"))
 
 
 @cache
-def op_spec(name: str) -> _OpSpec | None:
-    """The prepared Arguments and Supported Data Types tables of operator ``name``."""
-    spec = SPEC_OPERATORS.get(name)
+def op_spec(name: str, v11: bool = False) -> _OpSpec | None:
+    """The prepared Arguments and Supported Data Types tables of operator ``name`` (of TOSA
+    1.0.2, or with ``v11`` of the TOSA 1.1 draft)."""
+    spec = spec_operators(v11).get(name)
     if spec is None:
         return None
     args = [_arg(a) for a in spec["arguments"]]
@@ -298,6 +310,8 @@ class GraphAnalysis:
         self._blocks: dict[str, Block] = {}
         self._depth: dict[str, int] = {}
         self._forward = False
+        # A graph stamped 1.1 (draft) is judged by TOSA 1.1's tables, a 1.0 graph by 1.0.2's.
+        self.v11 = is_1_1(graph.version)
 
     def run(self) -> GraphAnalysis:
         graph = self.graph
@@ -423,18 +437,22 @@ class GraphAnalysis:
                 first.location))
 
     def _operator(self, block: Block, index: int, op: Operator, produced: dict[str, int]) -> None:
-        spec = op_spec(op.op)
+        spec = op_spec(op.op, self.v11)
         if spec is None:
-            self.violations.append(Violation(block.name, index, op.op, None,
-                                             "not an operator of TOSA 1.0",
-                                             location=op.location))
+            stamp = ".".join(str(v) for v in self.graph.version[:3])
+            later = not self.v11 and op.op in spec_operators(True)
+            self.violations.append(Violation(
+                block.name, index, op.op, None,
+                f"not an operator of TOSA {'1.1' if self.v11 else '1.0'}"
+                + (f" (it is TOSA 1.1; the graph is stamped {stamp})" if later else ""),
+                location=op.location))
             return
         if op.op in ("CONST", "CONST_SHAPE") and not op.inputs and len(op.outputs) == 1:
             t = block.tensors.get(op.outputs[0])
             if t is not None and t.data is not None and (t.dtype == "SHAPE") == (
                     op.op == "CONST_SHAPE"):
                 m = _type_rows(op.op, (("out_t", t.dtype),) if op.op == "CONST" else (),
-                               None, None)
+                               None, None, self.v11)
                 if m.error is None:  # the common case, without the general machinery
                     self.infos.append(OpInfo(block.name, index, op.op, op.location, m.mode,
                                              m.types, m.options))
@@ -500,9 +518,30 @@ def _bind(c: OpCheck) -> bool:
                 if t is None:
                     c.fail(a.name, f"{kind} {n!r} is not a tensor of block {c.block.name!r}")
                     return False
+                if (a.type in ("shape_t", "shape_list_t")) != (t.dtype == "SHAPE") and (
+                        a.type in ("shape_t", "shape_list_t") or c.analysis.v11
+                        and a.type == "tensor_t"):
+                    c.fail(a.name, f"a {a.type} argument takes shape_t values, a tensor_t "
+                           "argument tensors", tensor=n, element_type=t.dtype)
+                    return False
                 found.append(t)
             c.tensors[a.name] = found if a.is_list else found[0]
     return True
+
+
+# Where the TOSA 1.1 draft's tosa.xml (spec commit 653c153) contradicts its own descriptions and
+# pseudocode, which the reference model follows: ROW_GATHER_BLOCK_SCALED's values and output
+# lists are [N,K,C] and [N,W*row_count,C] (rank 3), the XML says rank 4.
+_RANK_ERRATA: dict[tuple[str, str], tuple[int, int]] = {
+    ("ROW_GATHER_BLOCK_SCALED", "values"): (3, 3),
+    ("ROW_GATHER_BLOCK_SCALED", "output"): (3, 3),
+}
+
+
+# TOSA 1.1 tensor lists holding a block-scaled tensor: (values, scales) when two long; the
+# values are of in_out_t, the scales of scale_t (tensor-element-scale-type in tosa.xml).
+_VALUE_SCALE_LISTS = {("RESHAPE_BLOCK_SCALED", "input"), ("RESHAPE_BLOCK_SCALED", "output"),
+                      ("ROW_GATHER_BLOCK_SCALED", "values"), ("ROW_GATHER_BLOCK_SCALED", "output")}
 
 
 def _check_shapes(c: OpCheck) -> None:
@@ -515,10 +554,12 @@ def _check_shapes(c: OpCheck) -> None:
         if value is None:
             continue
         items = value if isinstance(value, list) else [value]
-        for t in items:
+        scaled = (c.opr.op, a.name) in _VALUE_SCALE_LISTS and len(items) == 2
+        for index, t in enumerate(items):
             rank = len(t.shape)
-            if a.rank is not None:
-                lo, hi = a.rank
+            bounds = _RANK_ERRATA.get((c.opr.op, a.name), a.rank) if c.analysis.v11 else a.rank
+            if bounds is not None:
+                lo, hi = bounds
                 if isinstance(lo, int) and rank < lo or isinstance(hi, int) and rank > hi:
                     c.fail(a.name, f"rank must be in [{lo}, {hi}]", shape=t.shape, rank=rank)
                     continue
@@ -527,15 +568,21 @@ def _check_shapes(c: OpCheck) -> None:
             elif a.type == "tensor_t" and t.dtype == "SHAPE":
                 c.fail(a.name, "argument of type tensor_t may not be a SHAPE", type=t.dtype)
             et = a.element_type
+            dtype = t.dtype
+            if scaled and index == 1:  # (values, scales): the scales are of scale_t
+                if c.types.setdefault("scale_t", t.dtype) != t.dtype:
+                    c.fail(a.name, "element type scale_t must be the same for all its "
+                           "arguments", scales=t.dtype, scale_t=c.types["scale_t"])
+                continue
             if et and et != "-" and a.type != "shape_t":
                 if et.isupper():
-                    if t.dtype != et:
-                        c.fail(a.name, f"element type must be {et}", type=t.dtype)
-                elif et in c.types and c.types[et] != t.dtype:
+                    if dtype != et:
+                        c.fail(a.name, f"element type must be {et}", type=dtype)
+                elif et in c.types and c.types[et] != dtype:
                     c.fail(a.name, f"element type {et} must be the same for all its arguments",
-                           **{a.name: t.dtype, first[et]: c.types[et]})
+                           **{a.name: dtype, first[et]: c.types[et]})
                 else:
-                    c.types.setdefault(et, t.dtype)
+                    c.types.setdefault(et, dtype)
                     first.setdefault(et, a.name)
         if isinstance(value, list) or not isinstance(value, Tensor):
             continue
@@ -586,9 +633,10 @@ class _TypeMatch:
 
 
 @lru_cache(maxsize=4096)
-def _type_rows(op: str, bound: tuple[tuple[str, str], ...], acc: Any, mode: Any) -> _TypeMatch:
+def _type_rows(op: str, bound: tuple[tuple[str, str], ...], acc: Any, mode: Any,
+               v11: bool = False) -> _TypeMatch:
     """The Supported Data Types rows of ``op`` for the bound element types (cached)."""
-    spec = op_spec(op)
+    spec = op_spec(op, v11)
     assert spec is not None
     rows = spec.typesupport
     matches = [r for r in rows if all(r["types"].get(k, v) == v for k, v in bound)]
@@ -626,7 +674,8 @@ def _type_rows(op: str, bound: tuple[tuple[str, str], ...], acc: Any, mode: Any)
 def _match_types(c: OpCheck) -> None:
     """Find the Supported Data Types rows of the operator's element types."""
     attrs = c.opr.attrs
-    m = _type_rows(c.opr.op, tuple(c.types.items()), attrs.get("acc_type"), attrs.get("mode"))
+    m = _type_rows(c.opr.op, tuple(c.types.items()), attrs.get("acc_type"), attrs.get("mode"),
+                   c.analysis.v11)
     if m.error is not None:
         arg, rule, values = m.error
         c.fail(arg, rule, **values)
@@ -660,8 +709,10 @@ def _check_attributes(c: OpCheck) -> None:
                 c.fail(a.name, "must be SINGLE_ROUND, INEXACT_ROUND or DOUBLE_ROUND", got=value)
             elif ROUNDING_EXTENSIONS[value]:
                 c.info.extra[ROUNDING_EXTENSIONS[value]] = f"rounding_mode={value}"
-        elif a.type == "acc_type_t" and value not in ACC_TYPES:
-            c.fail(a.name, "must be one of INT32, INT48, FP16, FP32", got=value)
+        elif a.type == "acc_type_t" and value not in (
+                ACC_TYPES_1_1 if c.analysis.v11 else ACC_TYPES):
+            c.fail(a.name, "must be one of " + ", ".join(
+                ACC_TYPES_1_1 if c.analysis.v11 else ACC_TYPES), got=value)
 
 
 def _check_ctc(c: OpCheck) -> None:
@@ -670,6 +721,12 @@ def _check_ctc(c: OpCheck) -> None:
         if not a.ctc:
             continue
         t = c.tensors.get(a.name)
+        if c.analysis.v11 and isinstance(t, Tensor) and (t.dtype == "SHAPE" or c.opr.op == "DIM"):
+            # TOSA 1.1: shape_t values are computed at compile time (the shape operators take
+            # and give only CTC values; tosa.xml marks only CONST/CONST_SHAPE outputs as CTC,
+            # which would leave every shape expression non-conformant), and DIM reads only the
+            # static shape of its input, never its values.
+            continue
         if isinstance(t, Tensor) and t.data is None:
             if "EXT-DYNAMIC" in a.ctc_remove:
                 c.info.extra.setdefault("EXT-DYNAMIC", f"{a.name} is not a constant")
@@ -955,8 +1012,29 @@ def MATMUL(c: OpCheck) -> None:  # noqa: N802
     # The 1.0.2 pseudocode reads ERROR_IF(is_same<in_t,i8_t> && (A_zp != 0 || B_zp != 0)) under
     # the comment "Zero point only for i8_t"; the argument descriptions ("Must be zero for non-int8
     # types") and the reference model agree on the comment's meaning, which is checked here.
-    _zero_point(c, "A_zp", "in_t", "A_zp")
-    _zero_point(c, "B_zp", "in_t", "B_zp")
+    # TOSA 1.1 names the types of A and B apart (A_t, B_t; MATMUL_T too).
+    _zero_point(c, "A_zp", "A_t" if "A_t" in c.types else "in_t", "A_zp")
+    _zero_point(c, "B_zp", "B_t" if "B_t" in c.types else "in_t", "B_zp")
+
+
+def DIM(c: OpCheck) -> None:  # noqa: N802
+    """TOSA 1.1: ERROR_IF(axis >= rank(shape)); ERROR_IF(axis < 0)."""
+    axis, rank = c.attr("axis"), len(c.shape("input1"))
+    if axis is not None and not 0 <= int(axis) < rank:
+        c.fail("axis", "ERROR_IF(axis >= rank(shape) || axis < 0)", axis=axis, rank=rank)
+
+
+def SLICE_SHAPE(c: OpCheck) -> None:  # noqa: N802
+    """TOSA 1.1: the slice [start, start + size) of the input shape_t must be inside it."""
+    start, size = c.scalar("start"), c.scalar("size")
+    length = len(c.ints("input") or ()) if c.const("input") is not None else None
+    if size is not None and size <= 0:
+        c.fail("size", "ERROR_IF(size_value <= 0)", size=size)
+    if start is not None and start < 0:
+        c.fail("start", "ERROR_IF(start_value < 0)", start=start)
+    if None not in (start, size, length) and start + size > length:
+        c.fail("size", "ERROR_IF(start_value + size_value > length(input))", start=start,
+               size=size, length=length)
 
 
 def CLAMP(c: OpCheck) -> None:  # noqa: N802
@@ -1372,6 +1450,8 @@ def _variable(c: OpCheck) -> None:
 
 RULES: dict[str, Callable[[OpCheck], None]] = {
     "ARGMAX": ARGMAX, "AVG_POOL2D": AVG_POOL2D, "MAX_POOL2D": MAX_POOL2D, "CONV2D": CONV2D,
+    "AVG_POOL2D_ADAPTIVE": AVG_POOL2D, "MAX_POOL2D_ADAPTIVE": MAX_POOL2D,
+    "MATMUL_T": MATMUL, "DIM": DIM, "SLICE_SHAPE": SLICE_SHAPE,
     "CONV3D": CONV3D, "DEPTHWISE_CONV2D": DEPTHWISE_CONV2D, "TRANSPOSE_CONV2D": TRANSPOSE_CONV2D,
     "FFT2D": FFT2D, "RFFT2D": RFFT2D, "MATMUL": MATMUL, "CLAMP": CLAMP, "SELECT": SELECT,
     "NEGATE": NEGATE, "CONCAT": CONCAT, "PAD": PAD, "RESHAPE": RESHAPE, "REVERSE": REVERSE,

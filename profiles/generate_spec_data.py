@@ -2,6 +2,14 @@
 
     python profiles/generate_spec_data.py /path/to/tosa.xml [-o profiles/spec_data.py]
 
+TOSA 1.0.2 (``shared/tosa-spec/tosa.xml``) gives ``spec_data.py``; the TOSA 1.1 draft that
+tosa-tools 2026.8 implements (arm/tosa-specification at commit 653c153, 2026-07-24: the last one
+before CAST's ``input_unsigned``, which tosa-tools 2026.8's schema lacks, and before MX SLICE,
+TILE, TRANSPOSE, which its conformance generator lacks) gives ``spec_data_1_1.py``:
+
+    git -C <tosa-specification> show 653c153:tosa.xml > tosa-1.1.xml
+    python profiles/generate_spec_data.py tosa-1.1.xml -o profiles/spec_data_1_1.py
+
 The output is plain Python literals (profiles, extensions, levels, enumerations and, per operator,
 its arguments and its allowed type combinations with the profiles/extensions that include them),
 so the runtime never reads the XML. The output depends only on the XML: running the script again
@@ -23,6 +31,9 @@ SPEC_TYPES = {
     "bool_t": "BOOL", "i4_t": "INT4", "i8_t": "INT8", "i16_t": "INT16", "i32_t": "INT32",
     "i48_t": "INT48", "fp16_t": "FP16", "bf16_t": "BF16", "fp32_t": "FP32",
     "fp8e4m3_t": "FP8E4M3", "fp8e5m2_t": "FP8E5M2", "shape_t": "SHAPE",
+    # TOSA 1.1 (draft)
+    "i64_t": "INT64", "fp8ue8m0_t": "FP8UE8M0", "fp4e2m1_t": "FP4E2M1", "fp6e2m3_t": "FP6E2M3",
+    "fp6e3m2_t": "FP6E3M2", "mxint8_t": "MXINT8",
 }
 
 
@@ -31,12 +42,89 @@ def _rank_bound(text: str) -> int | str:
     return int(text) if text.lstrip("-").isdigit() else text
 
 
+# TOSA 1.1: the extension each data type needs where a row says DEDUCE-EXT ("Extension Data Type
+# Mapping", introduction.adoc); block-scaled types need EXT-MX-COMMON too.
+DEDUCED_EXTENSIONS = {
+    "INT64": "EXT-INT64", "INT16": "EXT-INT16", "INT4": "EXT-INT4", "BF16": "EXT-BF16",
+    "FP8E4M3": "EXT-FP8E4M3", "FP8E5M2": "EXT-FP8E5M2", "FP8UE8M0": "EXT-MX-COMMON",
+    "FP4E2M1": "EXT-MX-FP4E2M1", "FP6E2M3": "EXT-MX-FP6E2M3", "FP6E3M2": "EXT-MX-FP6E3M2",
+    "MXINT8": "EXT-MX-INT8",
+}
+# The values of each block-scaled set (bs32_fp8ue8m0_set_t): block_scale_t<32, fp8ue8m0_t, v>.
+BLOCK_SCALED_SETS = {"bs32_fp8ue8m0_set_t": ("fp8e4m3_t", "fp8e5m2_t", "fp6e3m2_t", "fp6e2m3_t",
+                                             "fp4e2m1_t", "mxint8_t")}
+# A block-scaled type in a row of types: the value type, marked (the scales come separately).
+BLOCK_SCALED_MARK = "BS32_FP8UE8M0_"
+
+
 def _type_value(value: str) -> str | int:
     if value in SPEC_TYPES:
         return SPEC_TYPES[value]
+    if value == "tensor_size_t":  # the components of a shape_t (TOSA 1.1 shape operators)
+        return "SHAPE"
+    if value.startswith("bs32_fp8ue8m0_") and value[len("bs32_fp8ue8m0_"):] in SPEC_TYPES:
+        return BLOCK_SCALED_MARK + SPEC_TYPES[value[len("bs32_fp8ue8m0_"):]]
     if value.isdigit():
         return int(value)
     raise ValueError(f"unknown type value {value!r} in typesupport")
+
+
+def _set_values(text: str) -> list[str]:
+    out = []
+    for v in text.split():
+        if v in BLOCK_SCALED_SETS:
+            out += ["bs32_fp8ue8m0_" + e for e in BLOCK_SCALED_SETS[v]]
+        else:
+            out.append(v)
+    return out
+
+
+def _deduce(types: dict[str, str | int]) -> tuple[str, ...]:
+    """The extensions the concrete types of a DEDUCE-EXT row need."""
+    found: list[str] = []
+    for t in types.values():
+        if not isinstance(t, str):
+            continue
+        if t.startswith(BLOCK_SCALED_MARK):
+            found += ["EXT-MX-COMMON", DEDUCED_EXTENSIONS[t[len(BLOCK_SCALED_MARK):]]]
+        elif t in DEDUCED_EXTENSIONS:
+            found.append(DEDUCED_EXTENSIONS[t])
+    return tuple(dict.fromkeys(found))
+
+
+def _rows(ts: ET.Element) -> list[tuple[dict[str, str | int], tuple[tuple[str, ...], ...]]]:
+    """The concrete rows of one typesupport element: (types, options). TOSA 1.1 rows may bind
+    type variables to sets (``type_set``/``type_bind``: every combination, a variable with
+    ``access_elem_type`` taking the element type of the one it names) and say ``DEDUCE-EXT``."""
+    base = {k: val for k, val in ts.attrib.items() if k not in ("mode", "version_added")}
+    sets = {s.get("name"): _set_values(s.get("values", "")) for s in ts.findall("type_set")}
+    free = [(b.get("type"), sets[b.get("set")]) for b in ts.findall("type_bind")
+            if not b.get("access_elem_type")]
+    tied = [(b.get("type"), b.get("access_elem_type")) for b in ts.findall("type_bind")
+            if b.get("access_elem_type")]
+    combos: list[dict[str, str]] = [dict(base)]
+    for var, values in free:
+        combos = [dict(c, **{var: v}) for c in combos for v in values]
+    rows = []
+    for c in combos:
+        for var, other in tied:
+            v = c[other]
+            c[var] = v[len("bs32_fp8ue8m0_"):] if v.startswith("bs32_fp8ue8m0_") else v
+        types = {k: _type_value(v) for k, v in c.items() if v != "-"}
+        options = []
+        for p in ts.findall("op_profile"):
+            names = [n for n in (p.get("name"), p.get("and_name")) if n]
+            if "DEDUCE-EXT" in names:
+                names = [n for n in names if n != "DEDUCE-EXT"]
+                deduced = _deduce(types)
+                if not names and not deduced:
+                    fp = any(isinstance(t, str) and t.startswith(("FP", "BF", BLOCK_SCALED_MARK))
+                             for t in types.values())
+                    names = ["PRO-FP" if fp else "PRO-INT"]
+                names += list(deduced)
+            options.append(tuple(names))
+        rows.append((types, tuple(options)))
+    return rows
 
 
 def _profiles(elem: ET.Element | None) -> tuple[str, ...]:
@@ -90,13 +178,10 @@ def parse(xml_path: Path) -> dict[str, Any]:
                 })
             typesupport = []
             for ts in op.findall("typesupport"):
-                types = {k: _type_value(val) for k, val in ts.attrib.items()
-                         if k not in ("mode", "version_added")}
-                options = tuple(
-                    tuple(n for n in (p.get("name"), p.get("and_name")) if n)
-                    for p in ts.findall("op_profile"))
-                typesupport.append({"mode": ts.get("mode"), "types": types, "options": options,
-                                    "version_added": ts.get("version_added")})
+                for types, options in _rows(ts):
+                    typesupport.append({"mode": ts.get("mode"), "types": types,
+                                        "options": options,
+                                        "version_added": ts.get("version_added")})
             operators[name] = {
                 "group": group.get("name"),
                 "arguments": tuple(args),

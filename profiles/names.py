@@ -14,12 +14,42 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
 
 from tosa_jax.profiles import spec_data
 
 PROFILES: tuple[str, ...] = tuple(sorted(spec_data.PROFILES))
-EXTENSIONS: tuple[str, ...] = tuple(sorted(spec_data.EXTENSIONS))
+# TOSA 1.1 (draft) adds extensions (EXT-INT64, EXT-SHAPE, EXT-MX-*, EXT-MXFP-CONV) and a level
+# limit (MAX_SHAPE_LEN); its profiles are 1.0's. Names of both are accepted.
+EXTENSIONS_1_1: tuple[str, ...] = (
+    "EXT-INT64", "EXT-MX-COMMON", "EXT-MX-FP4E2M1", "EXT-MX-FP6E2M3", "EXT-MX-FP6E3M2",
+    "EXT-MX-FP8E4M3", "EXT-MX-FP8E5M2", "EXT-MX-INT8", "EXT-MXFP-CONV", "EXT-SHAPE")
+EXTENSIONS: tuple[str, ...] = tuple(sorted(set(spec_data.EXTENSIONS) | set(EXTENSIONS_1_1)))
 LEVELS: tuple[str, ...] = ("8K", "none")  # from the most to the least restrictive
+
+
+@cache
+def extension_table() -> dict[str, Any]:
+    """The extensions of TOSA 1.0.2 and of the TOSA 1.1 draft (description, base profiles)."""
+    from tosa_jax.profiles import spec_data_1_1
+
+    return {**spec_data.EXTENSIONS, **spec_data_1_1.EXTENSIONS}
+
+
+def extension_profiles(ext: str) -> tuple[str, ...]:
+    """The profiles an extension (of TOSA 1.0.2 or 1.1) extends."""
+    if ext in spec_data.EXTENSIONS:
+        return spec_data.EXTENSIONS[ext]["profiles"]
+    return extension_table()[ext]["profiles"]
+
+
+@cache
+def level_limits(level: str) -> dict[str, int]:
+    """The limits of a level, TOSA 1.1's (a superset of 1.0.2's: MAX_SHAPE_LEN added)."""
+    from tosa_jax.profiles import spec_data_1_1
+
+    return {**spec_data.LEVELS[level], **spec_data_1_1.LEVELS[level]}
 
 # ExecuTorch's short names (TosaSpecification, TOSA 1.0) for extensions and profiles.
 _ET_EXTENSIONS = {
@@ -27,6 +57,11 @@ _ET_EXTENSIONS = {
     "fp8e5m2": "EXT-FP8E5M2", "fft": "EXT-FFT", "var": "EXT-VARIABLE", "cf": "EXT-CONTROLFLOW",
     "dynamic": "EXT-DYNAMIC", "doubleround": "EXT-DOUBLEROUND", "inexactround": "EXT-INEXACTROUND",
 }
+# TOSA 1.1 (draft) short names, valid in TOSA-1.1 spec strings only.
+_ET_EXTENSIONS_1_1 = {"int64": "EXT-INT64", "shape": "EXT-SHAPE", "mxint8": "EXT-MX-INT8"}
+# ExecuTorch's "mxfp" (TOSA-1.1+FP+mxfp): the MX floating-point formats and MX convolution.
+_ET_GROUPS = {"mxfp": ("EXT-MX-COMMON", "EXT-MX-FP4E2M1", "EXT-MX-FP6E2M3", "EXT-MX-FP6E3M2",
+                       "EXT-MX-FP8E4M3", "EXT-MX-FP8E5M2", "EXT-MXFP-CONV")}
 _ET_PROFILES = {"INT": "PRO-INT", "FP": "PRO-FP"}
 _ET_080_PROFILES = {"BI": "PRO-INT", "MI": "PRO-FP"}
 
@@ -75,10 +110,12 @@ def extension_name(name: str) -> str:
     short = name.strip()
     if short.lower() in _ET_EXTENSIONS:
         return _ET_EXTENSIONS[short.lower()]
+    if short.lower() in _ET_EXTENSIONS_1_1:
+        return _ET_EXTENSIONS_1_1[short.lower()]
     n = _strip(short)
     if not n.startswith("EXT-"):
         n = "EXT-" + n
-    if n not in spec_data.EXTENSIONS:
+    if n not in EXTENSIONS:
         raise TosaNameError(
             f"unknown TOSA extension {name!r}: TOSA 1.0 has {', '.join(EXTENSIONS)}")
     return n
@@ -87,7 +124,7 @@ def extension_name(name: str) -> str:
 def level_name(name: str) -> str:
     """The canonical level name: ``8K`` or ``none``."""
     n = name.strip()
-    for level in spec_data.LEVELS:
+    for level in LEVELS:
         if n.lower() == level.lower():
             return level
     raise TosaNameError(f"unknown TOSA level {name!r}: TOSA 1.0 has levels "
@@ -113,11 +150,11 @@ def parse_spec_string(text: str) -> Target:
         table = _ET_080_PROFILES
         notes.append(f"{text}: TOSA 0.80 profiles mapped to TOSA 1.0 "
                      "(BI -> PRO-INT, MI -> PRO-FP)")
-    elif parts[:2] == (1, 0):
+    elif parts[:2] in ((1, 0), (1, 1)):
         table = _ET_PROFILES
     else:
         raise TosaNameError(f"{text!r}: TOSA version {version} has no mapping to TOSA 1.0 "
-                            "(known: 1.0 and the legacy 0.80)")
+                            "(known: 1.0, 1.1 and the legacy 0.80)")
     for token in tokens:
         if token in table:
             profiles.add(table[token])
@@ -131,13 +168,17 @@ def parse_spec_string(text: str) -> Target:
                          "restriction, not a TOSA profile or extension; ignored here")
         elif token.lower() in _ET_EXTENSIONS:
             extensions.add(_ET_EXTENSIONS[token.lower()])
+        elif token.lower() in _ET_EXTENSIONS_1_1 and parts[:2] == (1, 1):
+            extensions.add(_ET_EXTENSIONS_1_1[token.lower()])
+        elif token.lower() in _ET_GROUPS and parts[:2] == (1, 1):
+            extensions.update(_ET_GROUPS[token.lower()])
         else:
             known = sorted(table) + sorted(_ET_EXTENSIONS) + ["8k", "u55"]
             raise TosaNameError(f"{text!r}: unknown token {token!r} (known: {', '.join(known)})")
     if not profiles:
         raise TosaNameError(f"{text!r}: names no profile (one of {', '.join(sorted(table))})")
     for ext in sorted(extensions):
-        bases = spec_data.EXTENSIONS[ext]["profiles"]
+        bases = extension_profiles(ext)
         if not profiles & set(bases):
             profiles.add(bases[0])
             notes.append(f"{text}: {ext} extends {' or '.join(bases)} only; "
@@ -172,7 +213,7 @@ def make_target(profile: str | Iterable[str] | None = None,
         exts = frozenset(extension_name(e) for e in names)
     if profiles is not None and exts:
         for ext in sorted(exts):
-            bases = spec_data.EXTENSIONS[ext]["profiles"]
+            bases = extension_profiles(ext)
             if not profiles & set(bases):
                 raise TosaNameError(f"extension {ext} extends {' or '.join(bases)}, which is "
                                     f"not among the profiles {sorted(profiles)}")

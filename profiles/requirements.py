@@ -15,9 +15,17 @@ from tosa_jax.errors import TosaValidationError
 from tosa_jax.ir import Graph
 from tosa_jax.profiles import spec_data
 from tosa_jax.profiles.checks import GraphAnalysis, OpInfo, Violation, analyse
-from tosa_jax.profiles.names import LEVELS, Target, make_target
+from tosa_jax.profiles.names import (
+    EXTENSIONS_1_1,
+    LEVELS,
+    Target,
+    extension_profiles,
+    level_limits,
+    make_target,
+)
 
-_ORDER = {name: i for i, name in enumerate(list(spec_data.PROFILES) + list(spec_data.EXTENSIONS))}
+_ORDER = {name: i for i, name in enumerate(list(spec_data.PROFILES) + list(spec_data.EXTENSIONS)
+                                           + list(EXTENSIONS_1_1))}
 
 
 def _sorted(names: Iterable[str]) -> tuple[str, ...]:
@@ -131,7 +139,7 @@ def _feasible(option: tuple[str, ...], profiles: frozenset[str],
     if not pro <= profiles:
         return None
     for e in ext:
-        if not set(spec_data.EXTENSIONS[e]["profiles"]) & profiles:
+        if not set(extension_profiles(e)) & profiles:
             return None
     if allowed is not None and not ext <= allowed:
         return None
@@ -175,6 +183,8 @@ def _level(values: Iterable[tuple[str, int, str]]) -> tuple[str, tuple[str, ...]
     values = list(values)
     for level in LEVELS:
         limits = spec_data.LEVELS[level]
+        if any(limit not in limits for limit, _, _ in values):
+            limits = level_limits(level)  # a TOSA 1.1 limit (MAX_SHAPE_LEN)
         over = [(limit, v, what) for limit, v, what in values if v > limits[limit]]
         if not over:
             return level, tuple(reasons)
@@ -261,7 +271,7 @@ def check_target(analysis: GraphAnalysis, target: Target) -> list[str]:
                         f"allowed: {target.describe()}")
     if target.level is not None:
         values = [v for i in analysis.infos for v in i.levels] + analysis.graph_levels
-        limits = spec_data.LEVELS[target.level]
+        limits = level_limits(target.level)
         over = [(limit, v, what) for limit, v, what in values if v > limits[limit]]
         for limit, v, what in over[:10]:
             problems.append(f"LEVEL_CHECK({what} <= {limit}) fails at level {target.level}: "
@@ -285,7 +295,8 @@ def validate(graph: Graph, profile: str | Iterable[str] | None = None,
     analysis = analyse(graph)
     if analysis.violations:
         v = analysis.violations
-        lines = [f"the graph is not valid TOSA 1.0: {len(v)} ERROR_IF condition(s) hold"]
+        lines = [f"the graph is not valid TOSA {'.'.join(map(str, graph.version[:2]))}: "
+                 f"{len(v)} ERROR_IF condition(s) hold"]
         lines += [str(x) for x in v[:10]]
         if len(v) > 10:
             lines.append(f"... and {len(v) - 10} more")

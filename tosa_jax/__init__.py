@@ -12,6 +12,8 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from tosa_jax.errors import (
+    TosaConverterError,
+    TosaConverterMissingError,
     TosaError,
     TosaFormatError,
     TosaInputError,
@@ -26,6 +28,8 @@ __version__ = "0.1.0"
 # Public name -> the module that defines it, imported when the name is first used.
 _LAZY = {
     "EvalResult": "tosa_jax.evaluate", "evaluate": "tosa_jax.evaluate",
+    "convert": "tosa_jax.frontends",
+    "export_torch": "tosa_jax.frontends.pytorch", "from_torch": "tosa_jax.frontends.pytorch",
     "Graph": "tosa_jax.ir", "GraphBuilder": "tosa_jax.ir", "Wide": "tosa_jax.ir",
     "Model": "tosa_jax.model", "TensorSpec": "tosa_jax.model", "load": "tosa_jax.model",
     "read": "tosa_jax.serialization", "write": "tosa_jax.serialization",
@@ -38,6 +42,8 @@ _SUBMODULES = ("inspect",)
 if TYPE_CHECKING:
     from tosa_jax import inspect
     from tosa_jax.evaluate import EvalResult, evaluate
+    from tosa_jax.frontends import convert
+    from tosa_jax.frontends.pytorch import export_torch, from_torch
     from tosa_jax.ir import Graph, GraphBuilder, Wide
     from tosa_jax.model import Model, TensorSpec, load
     from tosa_jax.serialization import read, write
@@ -72,7 +78,8 @@ sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [
-    "EvalResult", "Graph", "GraphBuilder", "Model", "TensorSpec", "TosaError", "TosaFormatError",
-    "TosaInputError", "TosaLimitError", "TosaUnsupportedError", "TosaValidationError",
-    "TosaVersionError", "Wide", "evaluate", "inspect", "load", "read", "write",
+    "EvalResult", "Graph", "GraphBuilder", "Model", "TensorSpec", "TosaConverterError",
+    "TosaConverterMissingError", "TosaError", "TosaFormatError", "TosaInputError",
+    "TosaLimitError", "TosaUnsupportedError", "TosaValidationError", "TosaVersionError", "Wide",
+    "convert", "evaluate", "export_torch", "from_torch", "inspect", "load", "read", "write",
 ]

@@ -2,7 +2,8 @@
 ``check`` what it requires (profiles, extensions, level) and whether it is valid TOSA,
 ``partition`` it across device models (NPU, GPU, CPU) with a cost estimate, show or clear the
 persistent compile ``cache``, ``inspect`` every intermediate tensor against the reference model,
-another graph or a dump."""
+another graph or a dump, ``convert`` it between formats. Every command takes a TOSA flatbuffer,
+TOSA MLIR (text or bytecode) or a TFLite model, told apart by content."""
 
 from __future__ import annotations
 
@@ -358,6 +359,22 @@ def _version() -> str:
     return f"tosa-jax {__version__} ({', '.join(deps)})"
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Convert between front-door formats: .tflite/.mlir/.mlirbc -> .tosa, .tosa -> .mlir."""
+    from tosa_jax import frontends
+
+    to = args.to or frontends.format_for_suffix(args.output)
+    if to is None:
+        raise TosaInputError(f"{args.output}: say the output format with --to tosa|mlir|mlirbc "
+                             "(or name the file .tosa, .mlir or .mlirbc)")
+    data = frontends.convert(args.input, to, generic=args.generic)
+    Path(args.output).write_bytes(data)
+    src = frontends.detect(Path(args.input).read_bytes())
+    print(f"{args.input} ({frontends.FORMATS.get(src or '', 'unknown')}) -> {args.output} "
+          f"({frontends.FORMATS['tosa' if to == 'tosa' else to]}, {len(data)} bytes)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tosa-jax", description=__doc__)
     parser.add_argument("--version", action="version", version=_version())
@@ -456,6 +473,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=60, help="rows of the printed table")
     p.add_argument("--device", help="JAX platform to run on: cpu or gpu (default: JAX's)")
     p.set_defaults(func=cmd_inspect)
+    p = sub.add_parser("convert", help="convert a model: .tflite/.mlir/.mlirbc -> .tosa, "
+                                       ".tosa -> .mlir/.mlirbc")
+    p.add_argument("input", help="a TOSA flatbuffer, TOSA MLIR (text or bytecode) or TFLite file")
+    p.add_argument("output", help="the file to write; its suffix picks the format")
+    p.add_argument("--to", choices=["tosa", "mlir", "mlirbc"], help="the output format")
+    p.add_argument("--generic", action="store_true",
+                   help="MLIR in the generic op form (reads across LLVM versions)")
+    p.set_defaults(func=cmd_convert)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

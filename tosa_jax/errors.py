@@ -33,3 +33,12 @@ class TosaLimitError(TosaError):
 
 class TosaHardwareError(TosaError):
     """A hardware model was asked for something it does not know (an unknown device name)."""
+
+
+class TosaConverterError(TosaFormatError):
+    """A converter to TOSA (tosa-opt for MLIR, the TFLite legalizer, ExecuTorch's Arm backend)
+    refused the input; the message carries the converter's own words."""
+
+
+class TosaConverterMissingError(TosaUnsupportedError):
+    """The input needs a converter that is not installed; the message names the extra."""

@@ -17,9 +17,19 @@ from tosa_jax.errors import (
     TosaUnsupportedError,
     TosaValidationError,
 )
-from tosa_jax.ir import HOST_DTYPES, Block, Graph, Operator, Tensor, Wide, wide_from_numpy
+from tosa_jax.ir import (
+    HOST_DTYPES,
+    WIDE_TYPES,
+    Block,
+    Graph,
+    Operator,
+    Tensor,
+    Wide,
+    wide_from_numpy,
+    wide_to_numpy,
+)
 from tosa_jax.lowering import LOWERINGS, Node, WithState
-from tosa_jax.lowering.numerics import DEVICE_DTYPES
+from tosa_jax.lowering.numerics import CODE_TYPES, DEVICE_DTYPES
 
 # Operators that run blocks (EXT-CONTROLFLOW) or touch variables (EXT-VARIABLE). They are never
 # evaluated eagerly as constants: their results may depend on the variable state, and their
@@ -117,9 +127,9 @@ def _describe(value: Any) -> str:
 
 
 def _matches(value: Any, t: Tensor) -> bool:
-    """``value`` is a graph-function value of tensor ``t``: its shape, and its JAX dtype (INT48:
-    a Wide pair)."""
-    if t.dtype == "INT48":
+    """``value`` is a graph-function value of tensor ``t``: its shape, and its JAX dtype (INT48,
+    INT64: a Wide pair)."""
+    if t.dtype in WIDE_TYPES:
         return isinstance(value, Wide) and tuple(jnp.shape(value.hi)) == t.shape
     return (hasattr(value, "dtype") and hasattr(value, "shape")
             and tuple(value.shape) == t.shape
@@ -135,7 +145,7 @@ def _check_args(block: Block, args: Sequence[Any]) -> None:
     for name, value in zip(block.inputs, args, strict=True):
         t = block.tensors[name]
         if not _matches(value, t):
-            want = ("a tosa_jax.Wide pair" if t.dtype == "INT48"
+            want = ("a tosa_jax.Wide pair" if t.dtype in WIDE_TYPES
                     else str(np.dtype(DEVICE_DTYPES[t.dtype])))
             raise TosaInputError(
                 f"input {name!r} is declared {t.dtype}{list(t.shape)}: the graph function "
@@ -353,4 +363,15 @@ def graph_state_function(graph: Graph) -> Callable[..., tuple[tuple[Any, ...], d
 
 def host_to_value(array: np.ndarray, dtype: str) -> Any:
     """Convert a caller's host array to the value the graph function takes."""
-    return wide_from_numpy(array) if dtype == "INT48" else array
+    if dtype in CODE_TYPES:  # FP6: its uint8 codes (XLA has no FP6 arithmetic)
+        return np.asarray(array).view(np.uint8)
+    return wide_from_numpy(array) if dtype in WIDE_TYPES else array
+
+
+def value_to_host(value: Any, dtype: str) -> np.ndarray:
+    """A graph function's output as the caller's host array (the inverse of host_to_value)."""
+    if isinstance(value, Wide):
+        return wide_to_numpy(value)
+    if dtype in CODE_TYPES:
+        return np.asarray(value).view(HOST_DTYPES[dtype])
+    return np.asarray(value)

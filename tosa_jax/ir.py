@@ -2,7 +2,9 @@
 
 Element types are the schema's names ("INT8", "INT48", "SHAPE", ...). Constant data is held as
 numpy arrays in the natural host dtype of each element type (see ``HOST_DTYPES``): INT4 unpacked
-into int8, INT48 and SHAPE widened to int64, BOOL as bool.
+into int8, INT48 and SHAPE widened to int64, BOOL as bool. TOSA 1.1 (draft) adds INT64, the MX
+element types FP4E2M1/FP6E2M3/FP6E3M2 (ml_dtypes, packed 4 or 6 bits in a file), the scale
+type FP8UE8M0 and MXINT8 (the int8 code of the value code / 64).
 """
 
 from __future__ import annotations
@@ -30,16 +32,37 @@ HOST_DTYPES: dict[str, np.dtype] = {
     "FP32": np.dtype(np.float32),
     "FP8E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
     "FP8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    # TOSA 1.1 (draft): EXT-INT64, the microscaling (MX) element and scale types.
+    "INT64": np.dtype(np.int64),
+    "FP8UE8M0": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "FP4E2M1": np.dtype(ml_dtypes.float4_e2m1fn),
+    "FP6E2M3": np.dtype(ml_dtypes.float6_e2m3fn),
+    "FP6E3M2": np.dtype(ml_dtypes.float6_e3m2fn),
+    # MXINT8 holds the int8 code q of the value q / 64 (the OCP MX spec's scaled integer).
+    "MXINT8": np.dtype(np.int8),
 }
+
+# Element types that only TOSA 1.1 (draft) graphs may use: a 1.0-stamped graph refuses them.
+TYPES_1_1 = frozenset({"INT64", "FP8UE8M0", "FP4E2M1", "FP6E2M3", "FP6E3M2", "MXINT8"})
 
 # Storage width in bits of one element in a flatbuffer's data vector.
 STORAGE_BITS: dict[str, int] = {
     "BOOL": 8, "INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48, "SHAPE": 64,
     "FP16": 16, "BF16": 16, "FP32": 32, "FP8E4M3": 8, "FP8E5M2": 8,
+    "INT64": 64, "FP8UE8M0": 8, "FP4E2M1": 4, "FP6E2M3": 6, "FP6E3M2": 6, "MXINT8": 8,
 }
 
-INTEGER_TYPES = ("INT4", "INT8", "INT16", "INT32", "INT48")
-FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
+INTEGER_TYPES = ("INT4", "INT8", "INT16", "INT32", "INT48", "INT64")
+FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2", "FP8UE8M0", "FP4E2M1", "FP6E2M3",
+               "FP6E3M2")
+# Integer types carried as 64-bit ``Wide`` pairs of 32-bit words inside a graph function, and
+# returned to callers as numpy int64 (no 64-bit JAX type is needed: see lowering/numerics.py).
+WIDE_TYPES = ("INT48", "INT64")
+
+
+def is_1_1(version: tuple[int, int, int, bool]) -> bool:
+    """Whether a graph's version stamp asks for TOSA 1.1 (draft) rules."""
+    return tuple(version[:2]) >= (1, 1)
 
 
 def num_elements(shape: tuple[int, ...]) -> int:
@@ -53,9 +76,11 @@ def num_elements(shape: tuple[int, ...]) -> int:
 INT_RANGES: dict[str, tuple[int, int]] = {
     "INT4": (-8, 7), "INT8": (-128, 127), "INT16": (-32768, 32767),
     "INT32": (-(1 << 31), (1 << 31) - 1), "INT48": (-(1 << 47), (1 << 47) - 1),
+    "INT64": (-(1 << 63), (1 << 63) - 1),
     "UINT8": (0, 255), "UINT16": (0, 65535),
 }
-INT_BITS: dict[str, int] = {"INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48}
+INT_BITS: dict[str, int] = {"INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48,
+                            "INT64": 64}
 
 
 def storage_bytes(t: Tensor) -> int:

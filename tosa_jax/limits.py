@@ -96,8 +96,8 @@ def check_graph(graph: Graph, limits: Limits) -> int:
             for t in block.tensors.values():
                 what = f"tensor {t.name!r} in block {block.name!r}"
                 if t.dtype not in HOST_DTYPES:
-                    raise TosaUnsupportedError(f"{what}: element type {t.dtype!r} is not part "
-                                               "of TOSA 1.0")
+                    raise TosaUnsupportedError(f"{what}: element type {t.dtype!r} is not "
+                                               "supported by tosa_jax")
                 budget.add(tuple(t.shape), t.dtype, what)
     budget.check()
     return budget.total

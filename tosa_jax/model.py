@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from tosa_jax import serialization
+from tosa_jax import frontends, serialization
 from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import TosaError, TosaFormatError, TosaInputError, TosaLimitError
 from tosa_jax.executor import (
@@ -21,9 +21,11 @@ from tosa_jax.executor import (
     graph_variables,
     host_to_value,
     initial_state,
+    value_to_host,
 )
 from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES, INT_RANGES, Graph, Wide, wide_to_numpy
 from tosa_jax.limits import Limits, check_graph, human_bytes
+from tosa_jax.lowering.numerics import CODE_TYPES
 from tosa_jax.profiles import validate
 
 
@@ -59,7 +61,7 @@ def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | M
     if isinstance(source, Model):
         return source.graph, None
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return serialization.read(source, limits=limits), hashlib.sha256(source).hexdigest()
+        return frontends.read(source, limits=limits), hashlib.sha256(source).hexdigest()
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.exists(path):
@@ -68,8 +70,8 @@ def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | M
             raise TosaFormatError(f"{path}: not a file")
         with open(path, "rb") as f:
             data = f.read()
-        try:
-            return serialization.read(data, limits=limits), hashlib.sha256(data).hexdigest()
+        try:  # any front-door format: TOSA flatbuffer, TOSA MLIR, TFLite (tosa_jax.frontends)
+            return frontends.read(data, limits=limits, what=path), hashlib.sha256(data).hexdigest()
         except TosaError as e:
             raise type(e)(f"{path}: {e}") from e
     raise TosaFormatError(f"cannot load a TOSA graph from {type(source).__name__}: "
@@ -90,13 +92,14 @@ class Model:
     """A loaded TOSA graph. Call it like a function; it compiles once per input signature.
 
     * ``model(*arrays)`` or ``model(**by_name)``: one output returns an array, several a tuple
-      in output order. Outputs are JAX arrays, except INT48 outputs: numpy int64.
+      in output order. Outputs are JAX arrays, except INT48 and INT64 outputs: numpy int64.
     * ``model.run({name: array}) -> {name: numpy array}`` for name-based use.
     * ``model.fn``: the pure JAX function (inputs in order -> tuple of outputs), for use in the
       caller's own ``jit``/``vmap``/``grad``. It always returns a tuple, even of one output, so
-      that code transforming it sees one pytree structure whatever the graph; INT48 values are
-      ``tosa_jax.Wide`` pairs there (no 64-bit JAX types). ``model(...)`` is the convenience
-      around it: inputs checked and converted, one output unwrapped, INT48 as numpy int64.
+      that code transforming it sees one pytree structure whatever the graph; INT48 and INT64
+      values are ``tosa_jax.Wide`` pairs there (no 64-bit JAX types). ``model(...)`` is the
+      convenience around it: inputs checked and converted, one output unwrapped, INT48 and
+      INT64 as numpy int64.
       ``model.fn`` checks only that its arguments have the declared shapes and JAX dtypes.
 
     Stateful graphs (EXT-VARIABLE) keep their variables in the Model, across calls: each call
@@ -252,13 +255,15 @@ class Model:
         if np.dtype(value.dtype) != spec.np_dtype:
             raise TosaInputError(f"input {spec.name!r}: expected {spec.dtype} "
                                  f"(numpy {spec.np_dtype}), got {np.dtype(value.dtype)}")
-        if spec.dtype in ("INT48", "INT4"):
+        if spec.dtype in ("INT48", "INT64", "INT4"):
             host = np.asarray(value)
             lo, hi = INT_RANGES[spec.dtype]
             if host.size and (host.min() < lo or host.max() > hi):
                 raise TosaInputError(f"input {spec.name!r}: values outside the {spec.dtype} "
                                      f"range [{lo}, {hi}]")
             value = host_to_value(host, spec.dtype)
+        elif spec.dtype in CODE_TYPES:
+            value = host_to_value(np.asarray(value), spec.dtype)
         if self.device is not None:
             value = jax.device_put(value, self.device)
         return value
@@ -411,8 +416,9 @@ class Model:
         self.set_state(initial_state(self.graph))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        outs = tuple(wide_to_numpy(o) if isinstance(o, Wide) else o
-                     for o in self._execute(args, kwargs))
+        outs = tuple(value_to_host(o, spec.dtype)
+                     if isinstance(o, Wide) or spec.dtype in CODE_TYPES else o
+                     for spec, o in zip(self.outputs, self._execute(args, kwargs), strict=False))
         return outs[0] if len(outs) == 1 else outs
 
     # -- intermediates (tosa_jax.inspect) -------------------------------------------------
@@ -464,7 +470,7 @@ class Model:
         if not isinstance(inputs, Mapping):
             raise TosaInputError("run() takes a mapping {input name: array}")
         outs = self._execute((), inputs)
-        return {spec.name: (wide_to_numpy(o) if isinstance(o, Wide) else np.asarray(o))
+        return {spec.name: value_to_host(o, spec.dtype)
                 for spec, o in zip(self.outputs, outs, strict=False)}
 
 
@@ -604,8 +610,8 @@ def _bytes_of(source: Any) -> tuple[bytes | None, str | None]:
 
 
 def _parse(data: bytes, label: str | None, limits: Limits) -> Graph:
-    try:
-        return serialization.read(data, limits=limits)
+    try:  # any front-door format: TOSA flatbuffer, TOSA MLIR, TFLite (tosa_jax.frontends)
+        return frontends.read(data, limits=limits, what=label or "input")
     except TosaError as e:
         if label is None:
             raise

@@ -25,11 +25,13 @@ from tosa_jax.errors import (
 from tosa_jax.ir import (
     HOST_DTYPES,
     STORAGE_BITS,
+    TYPES_1_1,
     Block,
     Graph,
     Operator,
     Region,
     Tensor,
+    is_1_1,
     num_elements,
 )
 from tosa_jax.limits import Limits, SizeBudget, tensor_bytes
@@ -58,6 +60,9 @@ _ATTR_CLASSES: dict[int, type] = {
 }
 # Attributes whose raw bytes hold a value of the operator's input element type.
 _TYPED_BYTE_FIELDS = ("min_val", "max_val")
+# Attributes that are strings (the other optional attribute fields are vectors).
+_STRING_FIELDS = ("operator_name", "domain_name", "then_graph", "else_graph", "cond_graph",
+                  "body_graph")
 
 
 def _snake(name: str) -> str:
@@ -85,6 +90,8 @@ def decode_data(raw: np.ndarray, dtype: str, shape: tuple[int, ...], what: str) 
         nibbles = np.empty(raw.size * 2, dtype=np.uint8)
         nibbles[0::2], nibbles[1::2] = raw & 0xF, raw >> 4
         values = ((nibbles[:count].astype(np.int8) << 4) >> 4).astype(np.int8)
+    elif dtype in ("FP4E2M1", "FP6E2M3", "FP6E3M2"):
+        values = unpack_bits(raw, STORAGE_BITS[dtype], count).view(HOST_DTYPES[dtype])
     elif dtype == "INT48":
         b = np.zeros((count, 8), dtype=np.uint8)
         b[:, :6] = raw.reshape(count, 6)
@@ -97,6 +104,21 @@ def decode_data(raw: np.ndarray, dtype: str, shape: tuple[int, ...], what: str) 
     return values.reshape(shape)
 
 
+def unpack_bits(raw: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """``count`` codes of ``bits`` bits each from a little-endian bit stream (the first code in
+    the lowest bits of the first byte), as uint8: how tosa-tools packs FP4 and FP6 data."""
+    stream = np.unpackbits(np.asarray(raw, dtype=np.uint8), bitorder="little")
+    codes = stream[:count * bits].reshape(count, bits)
+    return np.packbits(codes, axis=1, bitorder="little").reshape(count)
+
+
+def pack_bits(codes: np.ndarray, bits: int) -> np.ndarray:
+    """The inverse of ``unpack_bits``: uint8 codes packed ``bits`` bits each, zero padded."""
+    flat = np.asarray(codes, dtype=np.uint8).reshape(-1, 1)
+    stream = np.unpackbits(flat, axis=1, bitorder="little")[:, :bits].reshape(-1)
+    return np.packbits(stream, bitorder="little")
+
+
 def encode_data(values: np.ndarray, dtype: str) -> np.ndarray:
     """Encode host values of ``dtype`` as the little-endian byte vector the schema stores."""
     flat = np.asarray(values, dtype=HOST_DTYPES[dtype]).reshape(-1)
@@ -105,6 +127,8 @@ def encode_data(values: np.ndarray, dtype: str) -> np.ndarray:
         if nib.size % 2:
             nib = np.append(nib, np.uint8(0))
         return (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8)
+    if dtype in ("FP4E2M1", "FP6E2M3", "FP6E3M2"):
+        return pack_bits(flat.view(np.uint8), STORAGE_BITS[dtype])
     if dtype == "INT48":
         return flat.astype("<i8").view(np.uint8).reshape(-1, 8)[:, :6].reshape(-1).copy()
     if dtype == "BOOL":
@@ -112,12 +136,16 @@ def encode_data(values: np.ndarray, dtype: str) -> np.ndarray:
     return flat.astype(HOST_DTYPES[dtype].newbyteorder("<")).view(np.uint8).copy()
 
 
-def _dtype_name(value: int, what: str) -> str:
+def _dtype_name(value: int, what: str, version: tuple[int, int, int, bool]) -> str:
     name = DTYPE_NAMES.get(value)
     if name is None:
         raise TosaFormatError(f"{what}: unknown element type code {value}")
     if name not in HOST_DTYPES:
-        raise TosaUnsupportedError(f"{what}: element type {name} is not part of TOSA 1.0")
+        raise TosaUnsupportedError(f"{what}: element type {name} is not supported by tosa_jax")
+    if name in TYPES_1_1 and not is_1_1(version):
+        raise TosaUnsupportedError(
+            f"{what}: element type {name} is not part of TOSA 1.0 (the graph is stamped "
+            f"{version[0]}.{version[1]}.{version[2]}; {name} needs TOSA 1.1)")
     return name
 
 
@@ -128,14 +156,15 @@ def _str(value: Any) -> str:
 
 
 def check_version(version: tuple[int, int, int, bool]) -> None:
-    """Accept TOSA 1.0.x, and 1.1.0 drafts (tosa-tools 2026.8 stamps its 1.0.2 tests so)."""
+    """Accept TOSA 1.0.x, and 1.1.0 drafts as tosa-tools 2026.8 defines them (it stamps every
+    graph it writes so, its 1.0.2 conformance tests included)."""
     major, minor, patch, draft = version
     if (major, minor) == (1, 0) or (major, minor, patch) == (1, 1, 0) and draft:
         return
     stamp = f"{major}.{minor}.{patch}" + ("-draft" if draft else "")
     raise TosaVersionError(
         f"TOSA version {stamp} is not supported: tosa_jax reads TOSA 1.0.x "
-        f"(and the 1.1.0 draft stamp of tosa-tools' 1.0.2 conformance tests)")
+        f"and the 1.1.0 draft of tosa-tools 2026.8")
 
 
 # Per materialised item (name, list entry, table): a generous stand-in for Python's overhead.
@@ -151,8 +180,10 @@ class _Reader:
       expand without bound. A sound file needs far less than ``64 * len(file) + 1 MiB``.
     """
 
-    def __init__(self, buf: bytes, limits: Limits) -> None:
+    def __init__(self, buf: bytes, limits: Limits,
+                 version: tuple[int, int, int, bool] = (1, 0, 0, False)) -> None:
         self.buf = buf
+        self.version = version
         self.limits = limits
         self.sizes = SizeBudget(limits)
         self.budget = _ITEM_COST * len(buf) + (1 << 20)
@@ -186,7 +217,7 @@ class _Reader:
                 for k in range(b.TensorsLength()):
                     t = b.Tensors(k)
                     what = f"tensor {self.string(t.Name())!r} in {where}"
-                    dtype = _dtype_name(t.Type(), what)
+                    dtype = _dtype_name(t.Type(), what, self.version)
                     self.sizes.add(self.shape(t.ShapeAsNumpy(), what), dtype, what)
                 for k in range(b.ShapesLength()):
                     self.charge(0)
@@ -212,21 +243,29 @@ class _Reader:
             raise TosaFormatError(f"{what}: negative dimension in shape {list(shape)}")
         return shape
 
+    def data(self, raw: Any, dtype: str, shape: tuple[int, ...], what: str) -> np.ndarray | None:
+        """The values of a tensor or shape, the same rule wherever a data vector is read.
+
+        Absent (the accessor gives 0): no data. Present and empty: the data of a zero-element
+        tensor (a rank-0 shape), else no data, as serializers write an empty vector for every
+        tensor that is not a constant. Present with bytes: decoded, its size checked.
+        """
+        if isinstance(raw, int) or (not len(raw) and num_elements(shape) != 0):
+            return None
+        self.charge(min(len(raw), tensor_bytes(shape, dtype)))
+        return decode_data(raw, dtype, shape, what)
+
     def tensor(self, t: Any, where: str) -> Tensor:
         name = self.string(t.Name())
         what = f"tensor {name!r} in {where}"
         if t.IsUnranked():
             raise TosaUnsupportedError(f"{what}: unranked tensors are not part of TOSA 1.0")
-        dtype = _dtype_name(t.Type(), what)
+        dtype = _dtype_name(t.Type(), what, self.version)
         shape = self.shape(t.ShapeAsNumpy(), what)
         if t.Offset() > 1 or t.Size():
             raise TosaUnsupportedError(
                 f"{what}: data stored outside the flatbuffer (>2 GB models)")
-        data = None
-        raw = t.DataAsNumpy()  # 0 when absent; an empty vector is the data of a 0-size tensor
-        if not isinstance(raw, int) and (len(raw) or num_elements(shape) == 0):
-            self.charge(min(len(raw), tensor_bytes(shape, dtype)))
-            data = decode_data(raw, dtype, shape, what)
+        data = self.data(t.DataAsNumpy(), dtype, shape, what)
         vname = t.VariableName()
         return Tensor(name, shape, dtype, data, bool(t.Variable()),
                       None if vname is None else self.string(vname))
@@ -238,6 +277,9 @@ class _Reader:
         self.charge(0)
         for key, value in vars(attr).items():
             key = _snake(key)
+            if value is None and key not in _TYPED_BYTE_FIELDS:
+                # An absent vector or string reads as an empty one, as in the reference model.
+                value = "" if key in _STRING_FIELDS else ()
             if isinstance(value, (bytes, str, np.ndarray, list)):
                 self.charge(8 * len(value))
             if key in _ENUM_FIELDS:
@@ -281,13 +323,17 @@ class _Reader:
             s = b.Shapes(i)
             sname = self.string(s.Name())
             shape = (int(s.Rank()),)
-            raw, data = s.DataAsNumpy(), None
-            if not isinstance(raw, int) and len(raw):
-                self.charge(min(len(raw), tensor_bytes(shape, "SHAPE")))
-                data = decode_data(raw, "SHAPE", shape, f"shape {sname!r}")
+            data = self.data(s.DataAsNumpy(), "SHAPE", shape, f"shape {sname!r}")
             block.tensors[sname] = Tensor(sname, shape, "SHAPE", data)
         for i in range(b.OperatorsLength()):
-            block.operators.append(self.operator(b.Operators(i), i, block, where))
+            op = self.operator(b.Operators(i), i, block, where)
+            block.operators.append(op)
+            # The reference model reads an absent vector as an empty one: a constant of zero
+            # elements (a rank-0 CONST_SHAPE) needs no bytes, whichever way it was written.
+            out = block.tensors.get(op.outputs[0]) if len(op.outputs) == 1 else None
+            if (op.op in ("CONST", "CONST_SHAPE") and out is not None and out.data is None
+                    and num_elements(out.shape) == 0):
+                out.data = np.zeros(out.shape, HOST_DTYPES[out.dtype])
         block.inputs = self.strings(b.Inputs, b.InputsLength())
         block.outputs = self.strings(b.Outputs, b.OutputsLength())
         return block
@@ -332,7 +378,7 @@ def read(data: bytes | bytearray | memoryview | str | os.PathLike, *,
             raise TosaFormatError("corrupt TOSA flatbuffer: no version table")
         version = (v._Major(), v._Minor(), v._Patch(), bool(v._Draft()))
         check_version(version)
-        regions = _Reader(buf, limits).graph(root)
+        regions = _Reader(buf, limits, version).graph(root)
     except TosaError:
         raise
     except RecursionError as e:

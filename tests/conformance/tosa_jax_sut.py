@@ -71,7 +71,16 @@ INPUT_DTYPES: dict[str, Any] = {
     "BF16": "bfloat16",
     "FP8E4M3": "float8_e4m3fn",
     "FP8E5M2": "float8_e5m2",
+    # TOSA 1.1 (draft). FP8UE8M0 is a 1-byte void record; MXINT8 its int8 code as uint8; FP4 and
+    # FP6 come packed (uint8, 4 or 6 bits per value, tosa-tools' serializer.numpy_utils) and are
+    # unpacked by ``_unpack`` before this table applies.
+    "FP8UE8M0": "float8_e8m0fnu",
+    "FP4E2M1": "float4_e2m1fn",
+    "FP6E2M3": "float6_e2m3fn",
+    "FP6E3M2": "float6_e3m2fn",
+    "MXINT8": np.int8,
 }
+_PACKED_BITS = {"FP4E2M1": 4, "FP6E2M3": 6, "FP6E3M2": 6}
 
 # What tosa_verify accepts for each TOSA output element type, checked against tosa-tools
 # 2026.8.0: it refuses any other dtype ("Data type/format not suitable", non-compliant).
@@ -95,6 +104,12 @@ OUTPUT_DTYPES: dict[str, Any] = {
     "BF16": "bfloat16",
     "FP8E4M3": "float8_e4m3fn",
     "FP8E5M2": "float8_e5m2",
+    # TOSA 1.1 (draft): as tosa-tools' serializer.numpy_utils.save_npy writes them.
+    "FP8UE8M0": "float8_e8m0fnu",
+    "FP4E2M1": "float4_e2m1fn",
+    "FP6E2M3": "float6_e2m3fn",
+    "FP6E3M2": "float6_e3m2fn",
+    "MXINT8": np.uint8,
 }
 
 _INT_RANGES: dict[str, tuple[int, int]] = {
@@ -119,11 +134,34 @@ def _tosa_dtype_name(spec: Any) -> str:
     return str(getattr(dtype, "name", dtype)).upper()
 
 
-def _convert_input(name: str, array: np.ndarray, tosa_type: str) -> np.ndarray:
+def _unpack(array: np.ndarray, tosa_type: str, shape: tuple[int, ...]) -> np.ndarray:
+    """FP4/FP6 .npy data packed 4 or 6 bits a value (last dimension shortened) -> one byte each."""
+    from tosa_jax.serialization import unpack_bits
+
+    count = int(np.prod(shape))
+    return unpack_bits(array.view(np.uint8).reshape(-1), _PACKED_BITS[tosa_type],
+                       count).reshape(shape).view(_target(INPUT_DTYPES, tosa_type))
+
+
+def _pack(array: np.ndarray, tosa_type: str) -> np.ndarray:
+    """One FP4/FP6 value a byte -> the packed uint8 form, last dimension shortened."""
+    from tosa_jax.serialization import pack_bits
+
+    packed = pack_bits(np.asarray(array).view(np.uint8), _PACKED_BITS[tosa_type])
+    shape = array.shape[:-1] + (array.shape[-1] * _PACKED_BITS[tosa_type] // 8,)
+    return packed[:int(np.prod(shape))].reshape(shape) if array.ndim else packed
+
+
+def _convert_input(name: str, array: np.ndarray, tosa_type: str,
+                   shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Bring an input array read from .npy to the numpy dtype tosa_jax takes for tosa_type."""
     target = _target(INPUT_DTYPES, tosa_type)
     if target is None:
         return array  # a type this harness does not know: hand it over untouched
+    if tosa_type in _PACKED_BITS and shape is not None and array.dtype == np.uint8:
+        return _unpack(array, tosa_type, shape)
+    if tosa_type == "MXINT8" and array.dtype.itemsize == 1:
+        return array.view(np.int8)  # the int8 code, stored as uint8
     if array.dtype == target:
         out = array
     elif array.dtype.kind in "uV" and array.dtype.itemsize == target.itemsize \
@@ -148,6 +186,8 @@ def _convert_output(name: str, value: Any, tosa_type: str | None) -> np.ndarray:
     target = _target(OUTPUT_DTYPES, tosa_type or "")
     if target is None:
         return array
+    if tosa_type == "MXINT8" and array.dtype.itemsize == 1:
+        return array.view(np.uint8)  # the int8 code as the reference model stores it
     if array.dtype != target:
         if array.dtype.kind in "biu" and target.kind in "biu":
             out = array.astype(target)
@@ -155,12 +195,15 @@ def _convert_output(name: str, value: Any, tosa_type: str | None) -> np.ndarray:
                 raise SutInputError(f"output {name!r}: {array.dtype} values do not fit "
                                     f"{tosa_type}")
             array = out
-        elif array.dtype.kind == "V" and array.dtype.itemsize == target.itemsize:
+        elif array.dtype.itemsize == target.itemsize and (
+                array.dtype.kind == "V" or tosa_type == "MXINT8"):
             array = array.view(target)
         else:
             array = array.astype(target)
     if tosa_type == "FP8E5M2":
         array = array.view(np.uint8)
+    if tosa_type in _PACKED_BITS:
+        array = _pack(array, tosa_type)
     return array
 
 
@@ -196,10 +239,12 @@ class TosaSUTRunner(TosaTestRunner):
             model = tosa_jax.load(str(test_dir / desc["tosa_file"]),
                                   level={"EIGHTK": "8K", "NONE": "none"}.get(level, "8K"))
             input_types = {spec.name: _tosa_dtype_name(spec) for spec in model.inputs}
+            input_shapes = {spec.name: tuple(spec.shape) for spec in model.inputs}
             feeds: dict[str, np.ndarray] = {}
             for name, file in zip(desc["ifm_name"], desc["ifm_file"], strict=True):
                 array = np.load(test_dir / file)
-                feeds[name] = _convert_input(name, array, input_types.get(name, ""))
+                feeds[name] = _convert_input(name, array, input_types.get(name, ""),
+                                             input_shapes.get(name))
             outputs = model.run(feeds)
         except tosa_jax.TosaError as exc:
             return result.TOSA_ERROR, f"{type(exc).__name__}: {exc}"

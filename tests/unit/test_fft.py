@@ -16,9 +16,9 @@ from tosa_jax.ir import Operator, Tensor
 RNG = np.random.default_rng(20261121)
 
 
-def fft_graph(op: str, shape: tuple[int, int, int], **attrs) -> bytes:
+def fft_graph(op: str, shape: tuple[int, int, int], version=(1, 0, 0, False), **attrs) -> bytes:
     n, h, w = shape
-    b = GraphBuilder()
+    b = GraphBuilder(version)
     ins = [b.input("re", shape, "FP32")] + ([b.input("im", shape, "FP32")] if op == "FFT2D" else [])
     out_shape = (n, h, w) if op == "FFT2D" else (n, h, w // 2 + 1)
     for name in ("out_re", "out_im"):
@@ -86,3 +86,14 @@ def test_not_power_of_two(op, shape):
         inputs["im"] = np.zeros(shape, np.float32)
     with pytest.raises(TosaValidationError, match="power_of_two"):
         tosa_jax.load(data).run(inputs)
+
+
+@pytest.mark.parametrize("op", ["FFT2D", "RFFT2D"])
+def test_fft_in_a_tosa_1_1_graph(tmp_path, op):
+    """ExecuTorch 1.5.1 emits FFT graphs stamped 1.1.0-draft: the same operators, 1.1's tables."""
+    shape = (2, 8, 16)
+    inputs = {"re": RNG.uniform(-10, 10, shape).astype(np.float32)}
+    attrs = {"inverse": False, "local_bound": False} if op == "FFT2D" else {"local_bound": False}
+    if op == "FFT2D":
+        inputs["im"] = RNG.uniform(-10, 10, shape).astype(np.float32)
+    check(tmp_path, fft_graph(op, shape, version=(1, 1, 0, True), **attrs), inputs)

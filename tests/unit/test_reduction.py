@@ -65,3 +65,22 @@ def test_axis_error() -> None:
     with pytest.raises(tosa_jax.TosaValidationError, match="REDUCE_SUM"):  # refused at load
         model = tosa_jax.load(tosa_jax.write(b.build([o])))
         model.run({"x": np.zeros(SHAPE, np.int32)})
+
+
+def test_fp16_sum_accumulates_in_fp16_in_order(reference) -> None:
+    """FP16 REDUCE_SUM: acc_t is fp16, each partial sum rounded, in index order, as the
+    reference model computes it: bit-identical over long axes (where a tree or fp32 sum is
+    off by several ulps), through fp16 overflow to inf, subnormals and NaN."""
+    long = (RNG.standard_normal((2, 1500, 3)) * 4 + 1).astype(np.float16)
+    edge = np.zeros((4, 6), np.float16)
+    edge[0] = [60000, 6000, -60000, 1, 2, 3]        # overflows to inf part-way
+    edge[1] = [6e-8, 6e-8, 1e-7, -6e-8, 3e-5, 6e-8]  # subnormals
+    edge[2] = [1, np.nan, 2, 3, 4, 5]
+    edge[3] = [2048, 1, 1, 1, 1, -2048]              # 2048 + 1 rounds back to 2048
+    b = GraphBuilder()
+    x, e = b.input("x", long.shape, "FP16"), b.input("e", edge.shape, "FP16")
+    outs = [b.op("REDUCE_SUM", [x], (2, 1, 3), "FP16", name="s1", axis=1),
+            b.op("REDUCE_SUM", [x], (1, 1500, 3), "FP16", name="s0", axis=0),
+            b.op("REDUCE_SUM", [e], (4, 1), "FP16", name="e1", axis=1),
+            b.op("REDUCE_SUM", [e], (1, 6), "FP16", name="e0", axis=0)]
+    _check(reference, b, outs, {"x": long, "e": edge})

@@ -61,3 +61,29 @@ def test_double_round_constant_scales(x64: bool) -> None:
     with jax.enable_x64(x64):
         got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, True))(value)
     np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("double_round", [False, True])
+@pytest.mark.parametrize("shifts", [(17, 47), (1, 16), (30, 30), (11, 11), (38, 47)])
+def test_narrow_values_constant_scales(x64: bool, double_round: bool,
+                                       shifts: tuple[int, int]) -> None:
+    """The short form for |value| < 2**9 (RESCALE of an 8-bit input), every such value, against
+    the spec's formula; per channel and per tensor."""
+    rng = np.random.default_rng(shifts[0] * 7 + double_round)
+    channels = 7
+    shift = rng.integers(shifts[0], shifts[1] + 1, channels).astype(np.int32)
+    mult = np.concatenate([[0, 1, 2**31 - 1, 2**30, 65535, 65536],
+                           rng.integers(0, 2**31, channels)])[:channels].astype(np.int32)
+    value = np.repeat(np.arange(-511, 512, dtype=np.int32)[:, None], channels, axis=1)
+    want = np.array([[_spec(int(v), int(m), int(s), double_round)
+                      for v, m, s in zip(row, mult, shift)] for row in value],
+                    np.int64).astype(np.int32)
+    assert nx._scale_32_narrow(np.int32(0), mult, shift, double_round) is not None
+    with jax.enable_x64(x64):
+        got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, double_round, 10))(value)
+        one = jax.jit(lambda v: nx.apply_scale_32(v, mult[2], shift[2], double_round, 10))(
+            value[:, 2])
+    assert np.asarray(got).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(np.asarray(one), want[:, 2])

@@ -1,0 +1,283 @@
+"""TOSA 1.1 (draft, as tosa-tools 2026.8 defines it): types, version rules, new operators.
+
+Oracles: the reference model (tosa-tools 2026.8.0) on graphs written by tosa_jax and stamped
+1.1.0-draft; tosa-tools' own FP4/FP6 packing; hand-derivable shape arithmetic; the spec's
+calc_block_scale worked by hand.
+"""
+
+from __future__ import annotations
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+from tj_oracle import run_reference
+
+import tosa_jax
+from tosa_jax import serialization
+from tosa_jax.ir import GraphBuilder, Operator, Tensor
+
+V11 = (1, 1, 0, True)
+
+
+def _exact(graph: tosa_jax.Graph, inputs: dict[str, np.ndarray]) -> None:
+    """tosa_jax (x64 off and on) bit-identical to the reference model, dtypes included."""
+    data = tosa_jax.write(graph)
+    outputs = list(graph.main.outputs)
+    ref = run_reference(data, inputs, outputs)
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            got = tosa_jax.load(data).run(inputs)
+        for name in outputs:
+            assert got[name].dtype == ref[name].dtype, (name, x64)
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} x64={x64}")
+
+
+# ----------------------------------------------------------------------------- reader, versions
+
+
+@pytest.mark.parametrize("bits, dtype", [(4, ml_dtypes.float4_e2m1fn),
+                                         (6, ml_dtypes.float6_e2m3fn),
+                                         (6, ml_dtypes.float6_e3m2fn)])
+def test_fp4_fp6_packing_matches_tosa_tools(bits: int, dtype: type) -> None:
+    numpy_utils = pytest.importorskip("serializer.numpy_utils")
+    codes = np.random.default_rng(bits).integers(0, 1 << bits, (3, 64)).astype(np.uint8)
+    pack = numpy_utils.pack_4bit_array if bits == 4 else numpy_utils.pack_6bit_array
+    theirs = pack(codes).reshape(-1)
+    np.testing.assert_array_equal(serialization.pack_bits(codes, bits), theirs)
+    np.testing.assert_array_equal(serialization.unpack_bits(theirs, bits, codes.size),
+                                  codes.reshape(-1))
+    values = codes.view(dtype)
+    raw = serialization.encode_data(values, {4: "FP4E2M1"}.get(bits, np.dtype(dtype).name.upper()
+                                                             .replace("FLOAT6_", "FP6")
+                                                             .replace("FN", "")))
+    np.testing.assert_array_equal(raw, theirs)
+
+
+def test_round_trip_of_the_1_1_types() -> None:
+    b = GraphBuilder(V11)
+    rng = np.random.default_rng(0)
+    b.const(rng.integers(-(1 << 62), 1 << 62, (2, 3)), "INT64")
+    b.const(rng.integers(-128, 128, (2, 4)), "MXINT8")
+    for t, dt in (("FP8UE8M0", ml_dtypes.float8_e8m0fnu), ("FP4E2M1", ml_dtypes.float4_e2m1fn),
+                  ("FP6E2M3", ml_dtypes.float6_e2m3fn), ("FP6E3M2", ml_dtypes.float6_e3m2fn)):
+        codes = rng.integers(0, 1 << (8 if t == "FP8UE8M0" else int(t[2])), (3, 5))
+        codes[codes == 255] = 0  # e8m0's NaN does not compare equal
+        b.const(codes.astype(np.uint8).view(dt), t)
+    g = b.build([])
+    g2 = tosa_jax.read(tosa_jax.write(g))
+    assert g2 == g
+
+
+def test_1_0_graphs_keep_1_0_rules() -> None:
+    b = GraphBuilder((1, 0, 0, False))
+    x = b.input("x", (2, 3), "INT64")
+    data = tosa_jax.write(b.build([b.op("IDENTITY", [x], (2, 3), "INT64")]))
+    with pytest.raises(tosa_jax.TosaUnsupportedError, match="INT64 is not part of TOSA 1.0"):
+        tosa_jax.load(data)
+    b = GraphBuilder((1, 0, 0, False))
+    a = b.input("a", (1, 2, 4), "FP32")
+    zp = b.const([0.0], "FP32")
+    out = b.op("MATMUL_T", [a, a, zp, zp], (1, 2, 2), "FP32")
+    with pytest.raises(tosa_jax.TosaValidationError, match="MATMUL_T.*not an operator of TOSA "
+                       r"1\.0 \(it is TOSA 1\.1"):
+        tosa_jax.load(tosa_jax.write(b.build([out])))
+
+
+def test_requirements_of_a_1_1_graph() -> None:
+    b = GraphBuilder(V11)
+    a = b.input("a", (1, 2, 4), "INT8")
+    zp = b.const([0], "INT8")
+    out = b.op("MATMUL_T", [a, a, zp, zp], (1, 2, 2), "INT32")
+    req = tosa_jax.load(tosa_jax.write(b.build([out]))).requirements
+    assert "PRO-INT" in req.summary()
+    target = tosa_jax.profiles.parse_spec_string("TOSA-1.1+FP+mxfp")
+    assert {"EXT-MX-COMMON", "EXT-MXFP-CONV", "EXT-MX-FP4E2M1"} <= target.extensions
+
+
+# ----------------------------------------------------------------------------- INT64
+
+
+def test_int64_elementwise_bit_exact() -> None:
+    """EXT-INT64's elementwise, comparison, reduction and cast operators on Wide pairs."""
+    rng = np.random.default_rng(0)
+    shape = (3, 5)
+    a = rng.integers(-(1 << 62), 1 << 62, shape, dtype=np.int64)
+    a[0, :3] = [0, -1, 1 << 40]
+    inputs = {"a": a, "b": rng.integers(-(1 << 62), 1 << 62, shape, dtype=np.int64),
+              "d": rng.integers(1, 1 << 20, shape, dtype=np.int64) * rng.choice([-1, 1], shape),
+              "s": rng.integers(0, 64, shape, dtype=np.int64),
+              "m": rng.integers(-(1 << 31), 1 << 31, shape, dtype=np.int64)}
+    g = GraphBuilder(V11)
+    x, y, d, s, m = (g.input(n, shape, "INT64") for n in inputs)
+    outs: list[str] = []
+
+    def op(name: str, ins: list[str], dtype: str = "INT64", shp: tuple[int, ...] = shape,
+           **kw: object) -> None:
+        outs.append(g.op(name, ins, shp, dtype, name=f"{name.lower()}_{len(outs)}", **kw))
+
+    for name in ("ADD", "SUB", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR"):
+        op(name, [x, y])
+    op("INTDIV", [x, d])
+    op("LOGICAL_LEFT_SHIFT", [x, s])
+    op("LOGICAL_RIGHT_SHIFT", [x, s])
+    op("ARITHMETIC_RIGHT_SHIFT", [x, s], round=False)
+    op("ARITHMETIC_RIGHT_SHIFT", [x, s], round=True)
+    op("MAXIMUM", [x, y], nan_mode="PROPAGATE")
+    op("MINIMUM", [x, y], nan_mode="PROPAGATE")
+    op("MUL", [m, m, g.const(np.zeros(1, np.int8), "INT8")])
+    op("ABS", [x])
+    op("BITWISE_NOT", [x])
+    op("CLZ", [x])
+    op("NEGATE", [x, g.const(np.zeros(1), "INT64"), g.const(np.zeros(1), "INT64")])
+    for name in ("EQUAL", "GREATER", "GREATER_EQUAL"):
+        op(name, [x, y], "BOOL")
+    op("SELECT", [g.op("GREATER", [x, y], shape, "BOOL"), x, y])
+    op("REDUCE_MAX", [x], shp=(1, 5), axis=0, nan_mode="PROPAGATE")
+    op("REDUCE_MIN", [x], shp=(3, 1), axis=1, nan_mode="PROPAGATE")
+    op("REDUCE_SUM", [m], shp=(1, 5), axis=0)
+    op("CAST", [x], "BOOL")
+    op("CAST", [x], "INT32")
+    _exact(g.build(outs), inputs)
+
+
+def test_row_gather_and_gather_with_int64() -> None:
+    rng = np.random.default_rng(1)
+    values = rng.integers(-(1 << 62), 1 << 62, (2, 9, 3), dtype=np.int64)
+    idx = rng.integers(0, 7, (2, 4), dtype=np.int64)
+    g = GraphBuilder(V11)
+    v = g.input("v", values.shape, "INT64")
+    i = g.input("i", idx.shape, "INT64")
+    rows = g.const([3], "INT32")
+    out1 = g.op("ROW_GATHER", [v, i, rows], (2, 12, 3), "INT64")
+    out2 = g.op("GATHER", [v, i], (2, 4, 3), "INT64")
+    _exact(g.build([out1, out2]), {"v": values, "i": idx})
+
+
+# ----------------------------------------------------------------------------- shape operators
+
+
+def test_shape_operators_compute_on_the_host() -> None:
+    """Shape arithmetic feeding a RESHAPE, against the reference model."""
+    g = GraphBuilder(V11)
+    x = g.input("x", (2, 3, 4), "INT8")
+    d1 = g.op("DIM", [x], (1,), "SHAPE", axis=1)              # [3]
+    d2 = g.op("DIM", [x], (1,), "SHAPE", axis=2)              # [4]
+    two = g.const([2], "SHAPE")
+    s = g.op("MUL_SHAPE", [d1, d2], (1,), "SHAPE")            # [12]
+    s = g.op("DIV_CEIL_SHAPE", [s, g.const([5], "SHAPE")], (1,), "SHAPE")  # [3]
+    s = g.op("EXP2_SHAPE", [s], (1,), "SHAPE")                # [8]
+    s = g.op("LOG2_FLOOR_SHAPE", [s], (1,), "SHAPE")          # [3]
+    s = g.op("MAX_SHAPE", [s, two], (1,), "SHAPE")            # [3]
+    shp = g.op("CONCAT_SHAPE", [two, s, g.const([4], "SHAPE")], (3,), "SHAPE")  # [2, 3, 4]
+    g.block.operators.append(Operator("ASSERT_EQUAL_SHAPE", [shp, shp], [],
+                                               {"allow_broadcast": False}))
+    flat = g.op("SLICE_SHAPE", [shp, g.const([1], "INT32"), g.const([2], "INT32")], (2,),
+                "SHAPE")                                       # [3, 4]
+    new = g.op("CONCAT_SHAPE", [g.op("MUL_SHAPE", [two, g.const([1], "SHAPE")], (1,), "SHAPE"),
+                                g.op("MUL_SHAPE", [g.op("SLICE_SHAPE", [flat, g.const([0], "INT32"),
+                                                                         g.const([1], "INT32")],
+                                                         (1,), "SHAPE"),
+                                                   g.op("SLICE_SHAPE", [flat, g.const([1], "INT32"),
+                                                                         g.const([1], "INT32")],
+                                                         (1,), "SHAPE")], (1,), "SHAPE")],
+                 (2,), "SHAPE")                                # [2, 12]
+    y = g.op("RESHAPE", [x, new], (2, 12), "INT8")
+    data = np.arange(24, dtype=np.int8).reshape(2, 3, 4)
+    _exact(g.build([y]), {"x": data})
+
+
+def test_assert_equal_shape_refuses_different_shapes() -> None:
+    g = GraphBuilder(V11)
+    x = g.input("x", (2, 3), "INT8")
+    a, b = g.const([2, 3], "SHAPE"), g.const([2, 4], "SHAPE")
+    g.block.operators.append(Operator("ASSERT_EQUAL_SHAPE", [a, b], [],
+                                               {"allow_broadcast": False}))
+    y = g.op("IDENTITY", [x], (2, 3), "INT8")
+    with pytest.raises(tosa_jax.TosaValidationError, match="input1.index. != input2.index."):
+        tosa_jax.load(tosa_jax.write(g.build([y])))(np.zeros((2, 3), np.int8))
+
+
+# ----------------------------------------------------------------------------- block scaling
+
+
+def test_block_scale_exponent_by_hand() -> None:
+    """calc_block_scale: FP8E4M3 takes ceil(log2(max/464)), the others floor(log2(max/m)) + 1
+    (m = normal_max + 0.5 ulp: 7 for FP4E2M1)."""
+    from tosa_jax.lowering.numerics import block_scale_exponent
+
+    cases = [("FP8E4M3", 464.0, 0), ("FP8E4M3", 464.5, 1), ("FP8E4M3", 1.0, -8),
+             ("FP4E2M1", 7.0, 1), ("FP4E2M1", 6.99, 0), ("FP4E2M1", 3.5, 0),
+             ("FP4E2M1", 3.49, -1), ("FP4E2M1", 1e-30, -102), ("FP8E5M2", 1e-36, -127),
+             ("FP4E2M1", 3e38, 126)]
+    for out_t, max_abs, k in cases:
+        got = int(block_scale_exponent(np.float32(max_abs), out_t))
+        assert got == k, (out_t, max_abs, got, k)
+
+
+def test_block_scaled_matmul_and_casts_against_the_reference() -> None:
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((2, 3, 64)) * 3).astype(np.float32)
+    y = (rng.standard_normal((1, 5, 64))).astype(np.float32)
+    g = GraphBuilder(V11)
+    a = g.input("a", x.shape, "FP32")
+    b = g.input("b", y.shape, "FP32")
+    outs = []
+    for t in ("FP8E4M3", "FP4E2M1", "FP6E3M2", "MXINT8"):
+        ad, as_ = g._name("ad"), g._name("as")
+        g.block.tensors[ad] = Tensor(ad, x.shape, t)
+        g.block.tensors[as_] = Tensor(as_, (2, 3, 2), "FP8UE8M0")
+        g.block.operators.append(Operator("CAST_TO_BLOCK_SCALED", [a], [ad, as_],
+                                                   {"block_size": 32}))
+        bd, bs = g._name("bd"), g._name("bs")
+        g.block.tensors[bd] = Tensor(bd, y.shape, t)
+        g.block.tensors[bs] = Tensor(bs, (1, 5, 2), "FP8UE8M0")
+        g.block.operators.append(Operator("CAST_TO_BLOCK_SCALED", [b], [bd, bs],
+                                                   {"block_size": 32}))
+        outs.append(g.op("CAST_FROM_BLOCK_SCALED", [ad, as_], x.shape, "FP32", block_size=32))
+        outs.append(g.op("MATMUL_T_BLOCK_SCALED", [ad, as_, bd, bs], (2, 3, 5), "FP32",
+                         block_size=32))
+    graph = g.build(outs)
+    data = tosa_jax.write(graph)
+    ref = run_reference(data, {"a": x, "b": y}, outs)
+    got = tosa_jax.load(data).run({"a": x, "b": y})
+    for name in outs:
+        if name.startswith("cast"):  # quantise then dequantise: exact
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
+        else:  # the same real sum, rounded in another order: within f32 dot-product error
+            np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-4, err_msg=name)
+
+
+def test_cast_to_block_scaled_of_tiny_and_special_blocks() -> None:
+    """Blocks of subnormal f32 values (which XLA's CPU arithmetic reads as zero), of zeros, and
+    holding an infinity or a NaN: data and scales identical to the reference model's."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 32)).astype(np.float32)
+    x[0] = rng.uniform(-1, 1, 32).astype(np.float32) * np.float32(1e-39)  # subnormal
+    x[1] = rng.uniform(-1, 1, 32).astype(np.float32) * np.float32(1e-30)  # tiny, normal
+    x[2] = 0.0
+    x[3, 5] = np.inf
+    x[4, 7] = np.nan
+    x[5] *= np.float32(1e30)
+    for t in ("FP8E4M3", "FP8E5M2", "FP4E2M1", "FP6E2M3", "FP6E3M2", "MXINT8"):
+        g = GraphBuilder(V11)
+        a = g.input("a", x.shape, "FP32")
+        g.block.tensors["d"] = Tensor("d", x.shape, t)
+        g.block.tensors["s"] = Tensor("s", (6, 1), "FP8UE8M0")
+        g.block.operators.append(Operator("CAST_TO_BLOCK_SCALED", [a], ["d", "s"],
+                                          {"block_size": 32}))
+        data = tosa_jax.write(g.build(["d", "s"]))
+        ref = run_reference(data, {"a": x}, ["d", "s"])
+        got = tosa_jax.load(data).run({"a": x})
+        for name in ("d", "s"):
+            theirs = np.asarray(ref[name])
+            ours = np.asarray(got[name]).view(np.uint8)
+            if t in ("FP4E2M1", "FP6E2M3", "FP6E3M2") and name == "d":
+                from tosa_jax.serialization import unpack_bits
+
+                bits = 4 if t == "FP4E2M1" else 6
+                theirs = unpack_bits(theirs.view(np.uint8).reshape(-1), bits, x.size)
+            theirs = theirs.view(np.uint8).reshape(x.shape if name == "d" else (6, 1))
+            finite_rows = [0, 1, 2, 5] if name == "d" else range(6)
+            np.testing.assert_array_equal(ours.reshape(theirs.shape)[finite_rows],
+                                          theirs[finite_rows], err_msg=f"{t} {name}")
