@@ -77,24 +77,24 @@ SEED = 1234
 # (used by the parent and by every worker; numpy and the standard library only)
 
 
+try:
+    from tosa_jax.testing import median_ms
+except ImportError:  # the IREE worker's own environment has no tosa_jax: the file is stdlib-only
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location("tosa_jax_testing",
+                                                   ROOT / "tosa_jax" / "testing.py")
+    assert _spec is not None and _spec.loader is not None
+    _testing = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_testing)
+    median_ms = _testing.median_ms
+
 CPU_MS: list[float] = []  # CPU ms per call of the last _median_ms (all threads of the process)
 
 
 def _median_ms(fn: Any, repeat: int, budget_s: float | None = None) -> tuple[float, int]:
-    """Median wall time of ``fn()`` in ms over ``repeat`` calls (fewer if ``budget_s`` runs
-    out, at least one); returns (median, calls made). The process's CPU time per call (every
-    thread) goes to CPU_MS: on a loaded machine it stays near the quiet machine's work, while
-    wall times stretch, most for long calls."""
-    times: list[float] = []
-    start, cpu0 = time.perf_counter(), time.process_time()
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if budget_s is not None and time.perf_counter() - start > budget_s:
-            break
-    CPU_MS.append((time.process_time() - cpu0) / len(times) * 1e3)
-    return statistics.median(times) * 1e3, len(times)
+    """tosa_jax.testing.median_ms, with the CPU time per call going to CPU_MS."""
+    return median_ms(fn, repeat, budget_s, cpu_ms=CPU_MS)
 
 
 def _proc_status(key: str) -> int | None:

@@ -47,10 +47,12 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
+
+from tosa_jax.testing import find_tests
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SUT_DIR = REPO_ROOT / "tests" / "conformance"
@@ -63,6 +65,8 @@ DEFAULT_PROFILES = ("tosa-pro-int",)
 DEFAULT_EXTENSIONS = ("tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround")
 DEFAULT_SEED = 42  # the generator's default: the official suite
 SLICE_VERSION = 3  # bump when select_slice changes, so cached slices are rebuilt
+SLICE_TESTS = 715  # tests in the CI slice (tosa-tools 2026.8.0), for the progress lines
+PROGRESS_SECONDS = 15.0
 
 SUT_ALIASES = {"tosa_jax": SUT_MODULE, "ref": REF_SUT_MODULE}
 
@@ -150,6 +154,16 @@ class Selection:
         return key
 
 
+# The CI slice's selection (tests/conformance/test_conformance_slice.py; scripts/test.sh makes it
+# first, with progress): every profile and extension; cached under CI_CACHE.
+CI_SELECTION = Selection(version="1.0.2", profiles=("all",), extensions=("all",),
+                         test_type="positive")
+# Every ERROR_IF test of the suite (tests/conformance/test_negative_profiles.py), kept whole.
+CI_NEGATIVES = Selection(version="1.0.2", profiles=("all",), extensions=("all",),
+                         test_type="negative")
+CI_CACHE = REPO_ROOT / ".cache" / "conformance"
+
+
 # Relative cost of listing/generating an operator's tests (measured, tosa-tools 2026.8.0), used
 # only to balance operators over parallel generator processes; unknown operators count 1.
 _OP_COST = {"pad": 10, "rescale": 7, "conv2d": 6, "depthwise_conv2d": 6, "transpose_conv2d": 5,
@@ -206,13 +220,14 @@ sys.exit(main())
 def _run_generators(selection: Selection, args: list[str], jobs: int, workdir: Path,
                     extra_env: dict[str, str] | None = None, verbose: bool = False,
                     processes: int = 1, shim: bool = False, list_files: bool = False,
-                    sequential: bool = False) -> None:
+                    sequential: bool = False, progress: Callable[[], None] | None = None) -> None:
     """Run tosa_verif_conformance_generator, split over processes by operator when > 1.
 
     jobs is the total parallelism, shared by the processes. Separate processes never share an
     operator; sequential (for the slice's per-operator state) runs each with -j 1, so that an
     operator's batches come one after the other, always in the same order.
     list_files: only list the tests, process i into workdir/tests<i>.txt.
+    progress: called every PROGRESS_SECONDS while the generators run.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     env = _tool_env()
@@ -246,7 +261,12 @@ def _run_generators(selection: Selection, args: list[str], jobs: int, workdir: P
                                                  stderr=subprocess.STDOUT, text=True)))
     failures = []
     for i, (cmd, log, proc) in enumerate(procs):
-        rc = proc.wait()
+        while True:
+            try:
+                rc = proc.wait(timeout=PROGRESS_SECONDS if progress else None)
+                break
+            except subprocess.TimeoutExpired:
+                progress()  # type: ignore[misc]  # a timeout is only set with progress
         if log is not None:
             log.close()
         if rc != 0:
@@ -278,7 +298,8 @@ def list_tests(selection: Selection, jobs: int = 2, verbose: bool = False,
 
 
 def generate(out: Path, selection: Selection, jobs: int = 2, keep: Iterable[str] | None = None,
-             slice_only: bool = False, verbose: bool = False) -> Path:
+             slice_only: bool = False, verbose: bool = False,
+             progress: Callable[[], None] | None = None) -> Path:
     """Generate conformance tests into out (tests land in out/operators/<group>/<op>/<test>).
 
     keep: only the suite's tests named there; slice_only: only the CI slice (select_slice).
@@ -299,7 +320,7 @@ def generate(out: Path, selection: Selection, jobs: int = 2, keep: Iterable[str]
             extra_env["TOSA_JAX_CTS_SLICE"] = str(tmpdir / "slice")
         _run_generators(selection, args, jobs, tmpdir, extra_env, verbose,
                         processes=max(1, jobs), shim=keep is not None or slice_only,
-                        sequential=slice_only)
+                        sequential=slice_only, progress=progress)
     return out
 
 
@@ -454,18 +475,34 @@ def slice_offer(names: Sequence[str], state_dir: Path) -> set[str]:
     return kept
 
 
-def generate_slice(out: Path, selection: Selection, jobs: int = 2,
-                   verbose: bool = False) -> list[str]:
-    """Generate the CI slice into out in one generator pass; returns the test names."""
-    generate(out, selection, jobs, slice_only=True, verbose=verbose)
+def generate_slice(out: Path, selection: Selection, jobs: int = 2, verbose: bool = False,
+                   progress: bool = False, whole: bool = False) -> list[str]:
+    """Generate the CI slice into out in one generator pass; returns the test names.
+
+    progress: print how many tests are written so far, every PROGRESS_SECONDS (stderr).
+    whole: every test of the selection, not the slice."""
+    start = time.monotonic()
+
+    def report() -> None:
+        done = sum(1 for _ in out.rglob("desc.json"))
+        print(f"conformance {selection.test_type} {'tests' if whole else 'slice'}: {done} "
+              f"generated so far ({time.monotonic() - start:.0f} s"
+              + ("" if whole else f"; the CI slice has {SLICE_TESTS}") + ")",
+              file=sys.stderr, flush=True)
+
+    generate(out, selection, jobs, slice_only=not whole, verbose=verbose,
+             progress=report if progress else None)
     names = sorted(p.name for p in find_tests(out))
     (out / "slice_tests.txt").write_text("\n".join(names) + "\n")
     return names
 
 
-def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2) -> Path:
-    """The slice for selection under cache_root, generated once per tosa-tools version."""
-    key = f"tosa-tools-{tosa_tools_version()}_slice{SLICE_VERSION}_{selection.key()}"
+def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2,
+                 progress: bool = False, whole: bool = False) -> Path:
+    """The slice for selection under cache_root, generated once per tosa-tools version and
+    selection (its seed included) and reused after that; progress, whole: see generate_slice."""
+    kind = "all" if whole else f"slice{SLICE_VERSION}"
+    key = f"tosa-tools-{tosa_tools_version()}_{kind}_{selection.key()}"
     final = cache_root / key
     if (final / "COMPLETE").is_file():
         return final
@@ -477,7 +514,7 @@ def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2) -> Path:
         staging = Path(tempfile.mkdtemp(prefix=".staging.", dir=cache_root))
         try:
             start = time.monotonic()
-            names = generate_slice(staging, selection, jobs)
+            names = generate_slice(staging, selection, jobs, progress=progress, whole=whole)
             if not names:
                 raise ConformanceError("slice generation produced no tests")
             (staging / "COMPLETE").write_text(json.dumps(
@@ -493,11 +530,6 @@ def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2) -> Path:
 
 # --------------------------------------------------------------------------------------------
 # running
-
-
-def find_tests(root: Path) -> list[Path]:
-    """Test directories (those holding desc.json) under root, sorted."""
-    return sorted(p.parent for p in Path(root).rglob("desc.json"))
 
 
 def test_operator(test_dir: Path) -> str:
@@ -917,6 +949,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_slice(args: argparse.Namespace) -> int:
+    for selection, whole in ((CI_SELECTION, False), (CI_NEGATIVES, True)):
+        start = time.monotonic()
+        root = cached_slice(Path(args.cache), selection, args.jobs, progress=True, whole=whole)
+        print(f"conformance {selection.test_type} tests: {len(find_tests(root))} in {root} "
+              f"({time.monotonic() - start:.0f} s)", file=sys.stderr)
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     roots = [Path(t) for t in args.tests]
     test_dirs = [t for root in roots for t in find_tests(root)]
@@ -1010,6 +1051,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="generator processes (operators are split between them)")
     gen.add_argument("-v", "--verbose", action="store_true")
     gen.set_defaults(func=_cmd_generate)
+
+    sl = sub.add_parser("slice", help="make sure the CI slice and the negative (ERROR_IF) tests "
+                                      "are generated (cached; progress on stderr): what "
+                                      "scripts/test.sh runs before pytest")
+    sl.add_argument("--cache", default=str(CI_CACHE), help="cache directory (default: %(default)s)")
+    sl.add_argument("-j", "--jobs", type=int,
+                    default=int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2")))
+    sl.set_defaults(func=_cmd_slice)
 
     run = sub.add_parser("run", help="judge a system under test on generated tests")
     run.add_argument("--tests", nargs="+", required=True, help="directories holding tests")

@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import time
 from pathlib import Path
 
@@ -22,17 +21,9 @@ import jax
 import numpy as np
 
 import tosa_jax
+from tosa_jax.testing import median_ms
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
-
-
-def _median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def measure(path: Path, repeat: int) -> dict:
@@ -47,7 +38,7 @@ def measure(path: Path, repeat: int) -> dict:
     t0 = time.perf_counter()
     jax.block_until_ready(model(x))
     first_ms = (time.perf_counter() - t0) * 1e3
-    ours_ms = _median_ms(lambda: jax.block_until_ready(model(x)), repeat)
+    ours_ms = median_ms(lambda: jax.block_until_ready(model(x)), repeat)[0]
     outs, status = ref.run(data, [x])
     want, got = np.asarray(outs[0]), np.asarray(model(x))
     exact = got.dtype.kind in "iub"
@@ -58,7 +49,7 @@ def measure(path: Path, repeat: int) -> dict:
         else np.allclose(want, got, rtol=0, atol=1e-4 * max(1.0, float(np.abs(want).max()))))
     if not same:
         raise SystemExit(f"{path.name}: tosa_jax and the reference model disagree")
-    ref_ms = _median_ms(lambda: ref.run(data, [x]), max(3, repeat // 10))
+    ref_ms = median_ms(lambda: ref.run(data, [x]), max(3, repeat // 10))[0]
     return {"graph": path.name, "tosa_jax_ms": ours_ms, "reference_ms": ref_ms,
             "speedup": ref_ms / ours_ms, "tosa_jax_first_call_ms": first_ms,
             "bit_exact": exact}

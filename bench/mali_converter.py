@@ -20,10 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import tosa_jax
 from tosa_jax.hw_models import get_device
 from tosa_jax.hw_models.support import unsupported_reasons
-
-import tosa_jax
 
 
 def converter() -> str:

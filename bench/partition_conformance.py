@@ -34,9 +34,9 @@ def main(argv: list[str] | None = None) -> int:
                                + f" --xla_force_host_platform_device_count={args.host_devices}")
     import jax
     import numpy as np
-    from tosa_jax.hw_models import partition
 
     import tosa_jax
+    from tosa_jax.hw_models import partition
 
     ndev = len(jax.devices())
     tests: dict[str, list[Path]] = {}

@@ -33,10 +33,7 @@ from typing import Any
 
 import tosa_jax
 from tosa_jax import profiles
-
-
-def find_tests(roots: list[Path]) -> list[Path]:
-    return sorted(p.parent for root in roots for p in root.rglob("desc.json"))
+from tosa_jax.testing import find_tests
 
 
 def _names(items: list[str], prefix: str) -> set[str]:
@@ -103,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", type=int, default=30, help="disagreements to print")
     args = parser.parse_args(argv)
     level = None if args.level.lower() == "off" else profiles.level_name(args.level)
-    tests = find_tests([Path(t) for t in args.tests])
+    tests = find_tests(*args.tests)
     if not tests:
         print("no tests (desc.json) found", file=sys.stderr)
         return 2

@@ -32,11 +32,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import tosa_jax
 from tosa_jax.hw_models.devices import get_device
 from tosa_jax.hw_models.support import unsupported_reasons
 from tosa_jax.hw_models.vela import VelaWorker
-
-import tosa_jax
+from tosa_jax.testing import find_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "vela_verdicts.json"
@@ -44,14 +44,10 @@ ACCELERATORS = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
 SKIP_OPS = ("CONST", "CONST_SHAPE")
 
 
-def find_tests(root: Path) -> list[Path]:
-    out = []
-    for desc in sorted(root.rglob("desc.json")):
-        d = json.loads(desc.read_text())
-        if d.get("expected_failure"):
-            continue
-        out.append(desc.parent / d.get("tosa_file", "test.tosa"))
-    return out
+def tosa_files(root: Path) -> list[Path]:
+    """The graph of each positive conformance test under root."""
+    return [t / json.loads((t / "desc.json").read_text()).get("tosa_file", "test.tosa")
+            for t in find_tests(root, negative=False)]
 
 
 def signature(block: Any, op: Any) -> str:
@@ -86,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     accs = [a.strip() for a in args.accelerators.split(",") if a.strip()]
 
-    files = find_tests(args.tests) if args.tests.exists() else []
+    files = tosa_files(args.tests) if args.tests.exists() else []
     if args.limit:
         files = files[: args.limit]
     fixtures = sorted(args.fixtures.glob("*_int8.tosa"))

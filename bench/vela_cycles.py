@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+import tosa_jax
 from tosa_jax.hw_models import cost as costmod
 from tosa_jax.hw_models import estimate, get_device, partition
 from tosa_jax.hw_models import vela as vela_mod
-
-import tosa_jax
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tosa_jax import TosaError, write
 from tosa_jax.hw_models.devices import get_device
 from tosa_jax.hw_models.support import unsupported_reasons
 from tosa_jax.hw_models.vela import VelaWorker
-from tosa_jax.profiles import validate
-
-from tosa_jax import TosaError, write
 from tosa_jax.ir import Graph, GraphBuilder
+from tosa_jax.profiles import validate
 
 ACCELERATORS = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
 R = np.random.Generator

@@ -31,8 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tosa_jax.hw_models.partition import Transfer
-
-from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, Tensor, num_elements
+from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, num_elements, storage_bytes
 
 # -- operator classes ------------------------------------------------------------------------
 
@@ -320,12 +319,6 @@ def count_ops(pg: Any) -> int:
 # -- tensor helpers --------------------------------------------------------------------------
 
 
-def _bytes(t: Tensor) -> int:
-    from tosa_jax.ir import STORAGE_BITS
-
-    return (num_elements(t.shape) * STORAGE_BITS.get(t.dtype, 32) + 7) // 8
-
-
 def _ceil_to(x: int, m: int) -> int:
     return -(-x // m) * m
 
@@ -480,7 +473,7 @@ def _activation_bytes(block: Block, op: Operator, const: set[str], narrow: set[s
             continue
         t = block.tensors[n]
         # an int32 tensor that a fused RESCALE narrows (or widens from) is stored as 8 bits
-        total += num_elements(t.shape) if n in narrow else _bytes(t)
+        total += num_elements(t.shape) if n in narrow else storage_bytes(t)
     return total
 
 
@@ -507,7 +500,7 @@ def op_costs(graph: Graph, device: Any, block: Block | None = None, partition: i
         idx = index_map[i] if index_map else i
         cls = op_class(op.op)
         macs = op_macs(block, op)
-        weights = sum(_bytes(block.tensors[n]) for n in op.inputs[1:] if n in const) \
+        weights = sum(storage_bytes(block.tensors[n]) for n in op.inputs[1:] if n in const) \
             if cls in ("conv", "dwconv", "matmul") else 0
         act = _activation_bytes(block, op, const, narrow)
         out = op.outputs[0] if op.outputs else ""
@@ -563,13 +556,13 @@ def peak_activation_bytes(block: Block, order: Iterable[int] | None = None) -> i
     end = len(ops)
     for n in block.outputs:
         last[n] = end
-    live = {n: _bytes(block.tensors[n]) for n in block.inputs}
+    live = {n: storage_bytes(block.tensors[n]) for n in block.inputs}
     peak = sum(live.values())
     for step, i in enumerate(ops):
         op = block.operators[i]
         for n in op.outputs:
             if n not in const:
-                live[n] = _bytes(block.tensors[n])
+                live[n] = storage_bytes(block.tensors[n])
         peak = max(peak, sum(live.values()))
         for n in [n for n in live if last.get(n, -1) <= step]:
             del live[n]
@@ -588,7 +581,7 @@ def estimate(pg: Any, vela_cycles: dict[int, float] | None = None) -> NetworkCos
         dev = get_device(p.device)
         sub = p.graph.main
         ops = op_costs(p.graph, dev, sub, p.index, p.source_indices)
-        weights = sum(_bytes(sub.tensors[o]) for op in sub.operators
+        weights = sum(storage_bytes(sub.tensors[o]) for op in sub.operators
                       if op.op in ("CONST", "CONST_SHAPE") for o in op.outputs)
         cycles = sum(c.cycles for c in ops) + partition_overhead_cycles(dev)
         placed = set(p.op_indices)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tosa_jax.errors import TosaError, TosaHardwareError, TosaInputError
-from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, Region, Tensor, num_elements
+from tosa_jax.ir import Block, Graph, Operator, Region, storage_bytes
 
 # Operators that make data rather than compute it: they travel with their consumers, copied into
 # every partition that needs them, and are never placed on a device of their own.
@@ -39,11 +39,6 @@ Policy = Callable[[Operator], "str | None"] | Mapping[Any, str]
 
 class TosaPartitionError(TosaHardwareError):
     """A graph cannot be partitioned as asked (unknown device, bad policy)."""
-
-
-def tensor_bytes(t: Tensor) -> int:
-    """Storage bytes of a tensor (packed as in a flatbuffer: INT4 half a byte, INT48 six)."""
-    return (num_elements(t.shape) * STORAGE_BITS.get(t.dtype, 32) + 7) // 8
 
 
 @dataclass
@@ -394,7 +389,7 @@ def _transfers(graph: Graph, parts: list[Partition]) -> list[Transfer]:
             src_dev = parts[src].device
             if src_dev != p.device:
                 out.append(Transfer(n, src, p.index, src_dev, p.device,
-                                    tensor_bytes(graph.main.tensors[n])))
+                                    storage_bytes(graph.main.tensors[n])))
     return out
 
 

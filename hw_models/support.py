@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from math import prod
 
 import numpy as np
+
 from tosa_jax.hw_models.devices import DeviceModel
+from tosa_jax.ir import FLOAT_TYPES, Block, Graph, Operator, Tensor
 
-from tosa_jax.ir import Block, Graph, Operator, Tensor
-
-FLOAT = frozenset(("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2"))
+FLOAT = frozenset(FLOAT_TYPES)
 I8, I16, I32, I48, I4, BOOL = "INT8", "INT16", "INT32", "INT48", "INT4", "BOOL"
 INT_8_16_32 = frozenset((I8, I16, I32))
 

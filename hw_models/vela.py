@@ -46,9 +46,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tosa_jax.hw_models.devices import DEVICES
-
 from tosa_jax.errors import TosaHardwareError
+from tosa_jax.hw_models.devices import DEVICES
 
 # Vela's internal op names (regor) -> TOSA operator names, for reading its error messages.
 _VELA_TO_TOSA: dict[str, tuple[str, ...]] = {

@@ -8,14 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+
 from tosa_jax.lowering import Node, lowering
-from tosa_jax.lowering.ewise_binary import _wide2, check_broadcast
+from tosa_jax.lowering.ewise_binary import _wide2
 from tosa_jax.lowering.numerics import wide_eq, wide_lt
 
 
 @lowering("EQUAL")
 def equal(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_eq(*w)
     return jnp.equal(input1, input2)
@@ -23,7 +23,6 @@ def equal(node: Node, input1: Any, input2: Any) -> Any:
 
 @lowering("GREATER")
 def greater(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_lt(w[1], w[0])
     return jnp.greater(input1, input2)
@@ -31,7 +30,6 @@ def greater(node: Node, input1: Any, input2: Any) -> Any:
 
 @lowering("GREATER_EQUAL")
 def greater_equal(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return ~wide_lt(w[0], w[1])
     return jnp.greater_equal(input1, input2)

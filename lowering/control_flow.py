@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
 from tosa_jax.lowering import Node, WithState, lowering
 from tosa_jax.lowering.numerics import Wide, no_fold
 

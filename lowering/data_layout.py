@@ -14,10 +14,10 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-from tosa_jax.lowering import Node, constant, lowering
-from tosa_jax.lowering.numerics import Wide
 
 from tosa_jax.errors import TosaValidationError
+from tosa_jax.lowering import Node, constant, lowering
+from tosa_jax.lowering.numerics import Wide
 
 
 def _is_host(value: Any) -> bool:
@@ -41,6 +41,7 @@ def _ints(node: Node, index: int, value: Any) -> list[int]:
 
 
 def _fail(node: Node, argument: str, rule: str) -> None:
+    """A TOSA 1.1 operator's ERROR_IF (RESHAPE_BLOCK_SCALED; the 1.0 operators' are profiles/')."""
     raise TosaValidationError(f"{node.op}: {argument}: ERROR_IF({rule})"
                               + (f" at {node.location}" if node.location else ""))
 
@@ -48,23 +49,6 @@ def _fail(node: Node, argument: str, rule: str) -> None:
 @lowering("CONCAT")
 def concat(node: Node, *input1: Any, axis: int) -> Any:
     """Join the input list along ``axis``; output position p reads input t at p - sum(dims < t)."""
-    shapes1 = [t.shape for t in node.inputs]
-    shape = node.out.shape
-    if not input1:
-        _fail(node, "input1", "input1 == []")
-    if axis < 0 or axis >= max(1, len(shapes1[0])):
-        _fail(node, "axis", "axis < 0 || axis >= max(1, rank(shapes1[0]))")
-    axis_sum = 0
-    for s in shapes1:
-        if len(s) != len(shapes1[0]):
-            _fail(node, "input1", "rank(shapes1[shape_index]) != rank(shapes1[0])")
-        for i, d in enumerate(s):
-            if i == axis:
-                axis_sum += d
-            elif d != shapes1[0][i]:
-                _fail(node, "input1", "shapes1[shape_index][axis_index] != shapes1[0][axis_index]")
-    if axis_sum != shape[axis]:
-        _fail(node, "output", "axis_sum != shape[axis]")
     xp = _xp(*input1)
     if isinstance(input1[0], Wide):
         return Wide(xp.concatenate([v.hi for v in input1], axis=axis),
@@ -75,18 +59,8 @@ def concat(node: Node, *input1: Any, axis: int) -> Any:
 @lowering("PAD")
 def pad(node: Node, input1: Any, padding: Any, pad_const: Any) -> Any:
     """Surround ``input1`` with ``pad_const``: padding[2i] before and padding[2i+1] after axis i."""
-    shape1, shape = node.inputs[0].shape, node.out.shape
     padding = _ints(node, 1, padding)
-    if len(shape) != len(shape1):
-        _fail(node, "output", "rank(shape) != rank(shape1)")
-    if len(padding) != 2 * len(shape1):
-        _fail(node, "padding", "length(padding) != 2 * rank(shape1)")
-    for i in range(len(shape)):
-        if padding[2 * i] < 0 or padding[2 * i + 1] < 0:
-            _fail(node, "padding", "padding[i * 2] < 0 || padding[(i * 2) + 1] < 0")
-        if shape[i] != padding[2 * i] + shape1[i] + padding[2 * i + 1]:
-            _fail(node, "output", "shape[i] != padding[i * 2] + shape1[i] + padding[(i * 2) + 1]")
-    widths = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(shape))]
+    widths = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(node.out.shape))]
     xp = _xp(input1, pad_const)
 
     def pad_one(x: Any, value: Any) -> Any:
@@ -102,13 +76,7 @@ def pad(node: Node, input1: Any, padding: Any, pad_const: Any) -> Any:
 @lowering("RESHAPE")
 def reshape(node: Node, input1: Any, shape: Any) -> Any:
     """Same elements in the same (row-major) order under a new shape."""
-    new_shape = _ints(node, 1, shape)
-    out_shape = node.out.shape
-    size1 = int(np.prod(node.inputs[0].shape, dtype=np.int64))
-    if size1 != int(np.prod(out_shape, dtype=np.int64)):
-        _fail(node, "shape", "tensor_size(shape1) != tensor_size(shape)")
-    if tuple(new_shape) != tuple(out_shape):
-        _fail(node, "shape", "shape input != output shape")
+    out_shape = node.out.shape  # equal to the shape input (ERROR_IF: profiles/)
     xp = _xp(input1)
     return _apply(input1, lambda x: xp.reshape(x, out_shape))
 
@@ -161,8 +129,6 @@ def reshape_block_scaled(node: Node, *inputs: Any, block_size: int) -> Any:
 @lowering("REVERSE")
 def reverse(node: Node, input1: Any, *, axis: int) -> Any:
     """output[..., i, ...] = input1[..., shape[axis] - 1 - i, ...] along ``axis``."""
-    if axis < 0 or axis >= len(node.out.shape):
-        _fail(node, "axis", "axis < 0 || axis >= rank(shape)")
     xp = _xp(input1)
     return _apply(input1, lambda x: xp.flip(x, axis=axis))
 
@@ -170,21 +136,7 @@ def reverse(node: Node, input1: Any, *, axis: int) -> Any:
 @lowering("SLICE")
 def slice(node: Node, input1: Any, start: Any, size: Any) -> Any:
     """output[index] = input1[index + start]; ``size`` is the output shape."""
-    shape1, shape = node.inputs[0].shape, node.out.shape
     start, size = _ints(node, 1, start), _ints(node, 2, size)
-    if len(shape1) != len(start) or len(shape1) != len(size):
-        _fail(node, "start/size", "rank(shape1) != length(start) || rank(shape1) != length(size)")
-    if len(shape1) != len(shape):
-        _fail(node, "output", "rank(shape1) != rank(shape)")
-    for i in range(len(shape1)):
-        if start[i] < 0:
-            _fail(node, "start", "start[index] < 0")
-        if size[i] <= 0:
-            _fail(node, "size", "size[index] <= 0")
-        if start[i] + size[i] > shape1[i]:
-            _fail(node, "start/size", "start[index] + size[index] > shape1[index]")
-        if shape[i] != size[i]:
-            _fail(node, "output", "shape[index] != size[index]")
     # builtins.slice: this module's own ``slice`` is the operator.
     window = tuple(builtins.slice(b, b + n) for b, n in zip(start, size, strict=True))
     return _apply(input1, lambda x: x[window])
@@ -193,15 +145,7 @@ def slice(node: Node, input1: Any, start: Any, size: Any) -> Any:
 @lowering("TILE")
 def tile(node: Node, input1: Any, multiples: Any) -> Any:
     """output[index] = input1[index % shape1]: ``multiples[i]`` copies along axis i."""
-    shape1, shape = node.inputs[0].shape, node.out.shape
     multiples = _ints(node, 1, multiples)
-    if len(shape1) != len(shape):
-        _fail(node, "output", "rank(shape1) != rank(shape)")
-    if len(multiples) != len(shape1):
-        _fail(node, "multiples", "length(multiples) != rank(shape1)")
-    for i in range(len(shape)):
-        if shape1[i] * multiples[i] != shape[i]:
-            _fail(node, "multiples", "shape1[i] * multiples[i] != shape[i]")
     xp = _xp(input1)
     return _apply(input1, lambda x: xp.tile(x, multiples))
 
@@ -209,21 +153,6 @@ def tile(node: Node, input1: Any, multiples: Any) -> Any:
 @lowering("TRANSPOSE")
 def transpose(node: Node, input1: Any, *, perms: tuple[int, ...]) -> Any:
     """output[index] = input1[tmp], tmp[perms[i]] = index[i]: output axis i is input perms[i]."""
-    shape1, shape = node.inputs[0].shape, node.out.shape
     perms = tuple(int(p) for p in perms)
-    if len(shape1) != len(shape):
-        _fail(node, "output", "rank(shape1) != rank(shape)")
-    if len(perms) != len(shape1):
-        _fail(node, "perms", "length(perms) != rank(shape1)")
-    used = [False] * len(shape1)
-    for p in perms:
-        if p >= len(shape1) or p < 0:
-            _fail(node, "perms", "index >= rank(shape1) || index < 0")
-        if used[p]:
-            _fail(node, "perms", "indexes_used[index] == true")
-        used[p] = True
-    for i in range(len(shape)):
-        if shape1[perms[i]] != shape[i]:
-            _fail(node, "output", "shape1[perms[i]] != shape[i]")
     xp = _xp(input1)
     return _apply(input1, lambda x: xp.transpose(x, perms))

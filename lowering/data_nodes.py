@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from tosa_jax.lowering import Node, lowering
-from tosa_jax.lowering.numerics import CODE_TYPES, wide_from_numpy
 
 from tosa_jax.ir import WIDE_TYPES
+from tosa_jax.lowering import Node, lowering
+from tosa_jax.lowering.numerics import CODE_TYPES, wide_from_numpy
 
 
 @lowering("CONST")

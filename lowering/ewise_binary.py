@@ -12,6 +12,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from tosa_jax.ir import INT_BITS
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     Wide,
@@ -35,11 +37,6 @@ from tosa_jax.lowering.numerics import (
     wrap_cast,
 )
 
-from tosa_jax.errors import TosaValidationError
-
-# Bit width of the integer element types these operators take.
-_BITS = {"INT8": 8, "INT16": 16, "INT32": 32}
-
 
 def _wide2(node: Node, input1: Any, input2: Any) -> tuple[Wide, Wide] | None:
     """TOSA 1.1 EXT-INT64: both operands as broadcast ``Wide`` pairs; None for other types."""
@@ -54,34 +51,9 @@ def _shift_amount(w: Wide) -> Any:
     return lax.bitcast_convert_type(w.lo, jnp.int32) & 63
 
 
-def check_broadcast(node: Node, count: int = 2) -> None:
-    """ERROR_IF(shape != broadcast_shape(shape1, shape2[, shape3])), checked before tracing."""
-    shapes = [node.inputs[i].shape for i in range(count)]
-    out = tuple(node.out.shape)
-    shape = tuple(shapes[0])
-    for i, other in enumerate(shapes[1:], start=2):
-        if len(other) != len(shape):
-            raise TosaValidationError(
-                f"{node.op}: ERROR_IF(rank(shape1) != rank(shape{i})): input ranks "
-                f"{len(shape)} and {len(other)} differ")
-        merged = []
-        for d, e in zip(shape, other, strict=True):
-            if d != 1 and e != 1 and d != e:
-                raise TosaValidationError(
-                    f"{node.op}: input{i} shape {list(other)} does not broadcast against "
-                    f"{list(shape)} (broadcast_shape ERROR_IF)")
-            merged.append(e if d == 1 else d)
-        shape = tuple(merged)
-    if shape != out:
-        raise TosaValidationError(
-            f"{node.op}: ERROR_IF(shape != broadcast_shape(...)): output shape {list(out)} is not "
-            f"the broadcast shape {list(shape)} of the inputs")
-
-
 @lowering("ADD")
 def add(node: Node, input1: Any, input2: Any) -> Any:
     """apply_add_s: integer overflow is a REQUIRE failure, so two's-complement wrap is exact."""
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_add(*w)
     return jnp.add(input1, input2).astype(jnp.asarray(input1).dtype)
@@ -90,7 +62,6 @@ def add(node: Node, input1: Any, input2: Any) -> Any:
 @lowering("SUB")
 def sub(node: Node, input1: Any, input2: Any) -> Any:
     """apply_sub_s: as ADD, overflow is a REQUIRE failure and wrapping is exact otherwise."""
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_sub(*w)
     return jnp.subtract(input1, input2).astype(jnp.asarray(input1).dtype)
@@ -98,7 +69,6 @@ def sub(node: Node, input1: Any, input2: Any) -> Any:
 
 @lowering("ARITHMETIC_RIGHT_SHIFT")
 def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool) -> Any:
-    check_broadcast(node)
     t = node.out.dtype
     if (w := _wide2(node, input1, input2)) is not None:
         a, s = w[0], _shift_amount(w[1])
@@ -122,7 +92,6 @@ def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool)
 
 @lowering("BITWISE_AND")
 def bitwise_and(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_bitwise(*w, jnp.bitwise_and)
     return jnp.bitwise_and(input1, input2)
@@ -130,7 +99,6 @@ def bitwise_and(node: Node, input1: Any, input2: Any) -> Any:
 
 @lowering("BITWISE_OR")
 def bitwise_or(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_bitwise(*w, jnp.bitwise_or)
     return jnp.bitwise_or(input1, input2)
@@ -138,7 +106,6 @@ def bitwise_or(node: Node, input1: Any, input2: Any) -> Any:
 
 @lowering("BITWISE_XOR")
 def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_bitwise(*w, jnp.bitwise_xor)
     return jnp.bitwise_xor(input1, input2)
@@ -148,7 +115,6 @@ def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
 def intdiv(node: Node, input1: Any, input2: Any) -> Any:
     """apply_intdiv_s: C division, truncating toward zero (lax.div, not floor_divide).
     value2 == 0 and INT32_MIN / -1 are REQUIRE failures."""
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_divide(*w)
     return lax.div(*jnp.broadcast_arrays(as_i32(input1), as_i32(input2)))
@@ -156,26 +122,22 @@ def intdiv(node: Node, input1: Any, input2: Any) -> Any:
 
 @lowering("LOGICAL_AND")
 def logical_and(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.logical_and(input1, input2)
 
 
 @lowering("LOGICAL_OR")
 def logical_or(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.logical_or(input1, input2)
 
 
 @lowering("LOGICAL_XOR")
 def logical_xor(node: Node, input1: Any, input2: Any) -> Any:
-    check_broadcast(node)
     return jnp.logical_xor(input1, input2)
 
 
 @lowering("LOGICAL_LEFT_SHIFT")
 def logical_left_shift(node: Node, input1: Any, input2: Any) -> Any:
     """value1 << value2 in the element type: shift in int32, keep the type's low bits."""
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_shl_var(w[0], _shift_amount(w[1]))
     return wrap_cast(as_i32(input1) << as_i32(input2), node.out.dtype)
@@ -185,20 +147,18 @@ def logical_left_shift(node: Node, input1: Any, input2: Any) -> Any:
 def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
     """apply_logical_rshift: zero-extend value1 from the type's width to uint32, shift, and
     static_cast back (so an int8 -1 >> 1 is 127, not -1)."""
-    check_broadcast(node)
     t = node.out.dtype
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_srl_var(w[0], _shift_amount(w[1]))
     value1 = as_i32(input1)
-    if _BITS[t] < 32:
-        value1 = value1 & ((1 << _BITS[t]) - 1)  # zero_extend: the type's bits, unsigned
+    if INT_BITS[t] < 32:
+        value1 = value1 & ((1 << INT_BITS[t]) - 1)  # zero_extend: the type's bits, unsigned
     value1, value2 = jnp.broadcast_arrays(value1, as_i32(input2))
     return wrap_cast(lax.shift_right_logical(value1, value2), t)
 
 
 @lowering("MAXIMUM")
 def maximum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_select(wide_lt(w[0], w[1]), w[1], w[0])
     return apply_max_s(input1, input2, nan_mode)
@@ -206,7 +166,6 @@ def maximum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
 
 @lowering("MINIMUM")
 def minimum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
-    check_broadcast(node)
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_select(wide_lt(w[1], w[0]), w[1], w[0])
     return apply_min_s(input1, input2, nan_mode)
@@ -214,7 +173,6 @@ def minimum(node: Node, input1: Any, input2: Any, *, nan_mode: str) -> Any:
 
 @lowering("MUL")
 def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
-    check_broadcast(node)
     in_t = node.inputs[0].dtype
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_mul64(*w)  # shift is 0 for int64 (ERROR_IF): the low 64 bits
@@ -238,7 +196,6 @@ def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
 @lowering("POW")
 def pow(node: Node, input1: Any, input2: Any) -> Any:
     """apply_pow (floating point only)."""
-    check_broadcast(node)
     dtype = jnp.asarray(input1).dtype
     compute = jnp.float32 if dtype in (jnp.float16, jnp.bfloat16) else dtype
     return jnp.power(jnp.asarray(input1, compute), jnp.asarray(input2, compute)).astype(dtype)

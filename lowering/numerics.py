@@ -11,12 +11,15 @@ mix numpy int64 scalars into integer arithmetic; with x64 on, either would widen
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+# The type tables and the Wide pair live with the IR; re-exported here for the lowerings.
+from tosa_jax.ir import INT_RANGES, Wide, wide_from_numpy, wide_to_numpy  # noqa: F401
 
 Array = Any  # a jax.Array or numpy array
 
@@ -26,12 +29,6 @@ U32 = jnp.uint32
 
 # ----------------------------------------------------------------------------- type ranges
 
-INT_RANGES: dict[str, tuple[int, int]] = {
-    "INT4": (-8, 7), "INT8": (-128, 127), "INT16": (-32768, 32767),
-    "INT32": (-(1 << 31), (1 << 31) - 1), "INT48": (-(1 << 47), (1 << 47) - 1),
-    "INT64": (-(1 << 63), (1 << 63) - 1),
-    "UINT8": (0, 255), "UINT16": (0, 65535),
-}
 DEVICE_DTYPES = {"BOOL": jnp.bool_, "INT4": jnp.int8, "INT8": jnp.int8, "INT16": jnp.int16,
                  "INT32": jnp.int32, "FP16": jnp.float16, "BF16": jnp.bfloat16,
                  "FP32": jnp.float32, "FP8E4M3": jnp.float8_e4m3fn, "FP8E5M2": jnp.float8_e5m2,
@@ -106,41 +103,9 @@ def wrap_cast(value: Array, dtype: str) -> Array:
 # ----------------------------------------------------------------------------- 64-bit pairs
 
 
-class Wide(NamedTuple):
-    """A 64-bit two's-complement integer tensor as (int32 hi, uint32 lo); a JAX pytree."""
-
-    hi: Array
-    lo: Array
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(jnp.shape(self.hi))
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def reshape(self, shape: Any) -> Wide:
-        return Wide(jnp.reshape(self.hi, shape), jnp.reshape(self.lo, shape))
-
-    def map(self, f: Any) -> Wide:
-        """Apply a data-movement function (transpose, slice, ...) to both words."""
-        return Wide(f(self.hi), f(self.lo))
-
-
 # A graph with INT48 inputs or outputs exported by jax.export (model.fn) serializes them as Wide
+# (the pair lives with the IR, which knows no JAX: registered here, where JAX is loaded)
 jax.export.register_namedtuple_serialization(Wide, serialized_name="tosa_jax.Wide")
-
-
-def wide_from_numpy(values: np.ndarray) -> Wide:
-    v = np.asarray(values, dtype=np.int64)
-    return Wide((v >> 32).astype(np.int32), (v & 0xFFFFFFFF).astype(np.uint32))
-
-
-def wide_to_numpy(w: Wide) -> np.ndarray:
-    hi = np.asarray(w.hi).astype(np.int64)
-    lo = np.asarray(w.lo).astype(np.int64)
-    return (hi << 32) | lo
 
 
 def wide(x: Array) -> Wide:

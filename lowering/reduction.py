@@ -13,6 +13,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+
 from tosa_jax.lowering import Node, lowering
 from tosa_jax.lowering.numerics import (
     as_wide,
@@ -21,28 +22,16 @@ from tosa_jax.lowering.numerics import (
     wide_reduce_sum,
 )
 
-from tosa_jax.errors import TosaValidationError
-
-
-def _check_axis(node: Node, axis: int) -> None:
-    shape1, shape = node.inputs[0].shape, node.out.shape
-    if axis < 0 or axis >= len(shape1):
-        raise TosaValidationError(f"{node.op}: axis: ERROR_IF(axis < 0 || axis >= rank(shape1))")
-    if shape[axis] != 1:
-        raise TosaValidationError(f"{node.op}: output: ERROR_IF(shape[axis] != 1)")
-
 
 @lowering("REDUCE_ALL")
 def reduce_all(node: Node, input: Any, *, axis: int) -> Any:
     """acc = true; acc = acc && value over the axis."""
-    _check_axis(node, axis)
     return jnp.all(jnp.asarray(input), axis=axis, keepdims=True)
 
 
 @lowering("REDUCE_ANY")
 def reduce_any(node: Node, input: Any, *, axis: int) -> Any:
     """acc = false; acc = acc || value over the axis."""
-    _check_axis(node, axis)
     return jnp.any(jnp.asarray(input), axis=axis, keepdims=True)
 
 
@@ -69,7 +58,6 @@ def _float_extreme(x: Any, axis: int, nan_mode: str, reduce: Any, sign: int) -> 
 @lowering("REDUCE_MAX")
 def reduce_max(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_max_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
-    _check_axis(node, axis)
     if node.out.dtype == "INT64":
         return wide_reduce_extreme(as_wide(input), axis, largest=True)
     x = jnp.asarray(input)
@@ -81,7 +69,6 @@ def reduce_max(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE"
 @lowering("REDUCE_MIN")
 def reduce_min(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_min_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
-    _check_axis(node, axis)
     if node.out.dtype == "INT64":
         return wide_reduce_extreme(as_wide(input), axis, largest=False)
     x = jnp.asarray(input)
@@ -93,7 +80,6 @@ def reduce_min(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE"
 @lowering("REDUCE_PRODUCT")
 def reduce_product(node: Node, input: Any, *, axis: int) -> Any:
     """acc = 1.0; acc = acc * value (floating point only)."""
-    _check_axis(node, axis)
     x = jnp.asarray(input)
     return jnp.prod(x, axis=axis, keepdims=True, dtype=x.dtype)
 
@@ -105,7 +91,6 @@ _SUM_ACC = {"INT32": jnp.int32, "BF16": jnp.float32, "FP16": jnp.float16, "FP32"
 @lowering("REDUCE_SUM")
 def reduce_sum(node: Node, input: Any, *, axis: int) -> Any:
     """acc_t acc = 0; acc += value; output = static_cast<in_out_t>(acc)."""
-    _check_axis(node, axis)
     if node.out.dtype == "INT64":  # wraps modulo 2^64 where the REQUIRE fails
         w = wide_reduce_sum(as_wide(input), axis)
         return type(w)(jnp.expand_dims(w.hi, axis), jnp.expand_dims(w.lo, axis))

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from tosa_jax.lowering import Node, constant, lowering
 
 from tosa_jax.errors import TosaValidationError
+from tosa_jax.lowering import Node, constant, lowering
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 

@@ -8,6 +8,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from tosa_jax.errors import TosaUnsupportedError, TosaValidationError
+from tosa_jax.ir import FLOAT_TYPES, INT_BITS, TYPES_1_1, WIDE_TYPES
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
@@ -32,8 +35,6 @@ from tosa_jax.lowering.numerics import (
     wrap_cast,
 )
 
-from tosa_jax.errors import TosaUnsupportedError, TosaValidationError
-
 
 def _int32_operand(node: Node, index: int, value: Any) -> Any:
     """Input ``index`` as a flat int32 vector: a numpy constant, or under EXT-DYNAMIC a value
@@ -55,10 +56,6 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     out_zp = _int32_operand(node, 4, output_zp)[0]
     if isinstance(in_zp, np.generic) and isinstance(out_zp, np.generic):  # constants
         in_zp, out_zp = int(in_zp), int(out_zp)
-    if scale32 and in_t == "INT48":
-        raise TosaValidationError("RESCALE: ERROR_IF(scale32 && in_t == i48_t)")
-    if not scale32 and rounding_mode == "DOUBLE_ROUND":
-        raise TosaValidationError("RESCALE: ERROR_IF(!scale32 && rounding_mode == DOUBLE_ROUND)")
     if not per_channel:  # one scale for the tensor: a scalar, so rank-0 inputs stay rank 0
         multiplier, shift = multiplier[0], shift[0]
 
@@ -72,7 +69,7 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
 
     # Extend the input and its zero point to 48 bits (unsigned: zero-extend) and subtract.
     if input_unsigned:
-        mask = (1 << {"INT8": 8, "INT16": 16}[in_t]) - 1
+        mask = (1 << INT_BITS[in_t]) - 1
         in_zp &= mask
         value = as_i32(input) & mask
     elif in_t == "INT48":
@@ -80,7 +77,7 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     else:
         value = as_i32(input)
     if output_unsigned:
-        out_zp &= (1 << {"INT8": 8, "INT16": 16}[out_t]) - 1
+        out_zp &= (1 << INT_BITS[out_t]) - 1
 
     if isinstance(value, Wide):
         result = apply_scale_16(wide_sub(value, wide(jnp.asarray(in_zp, jnp.int32))),
@@ -94,7 +91,7 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
 
     result = result + out_zp
     if output_unsigned:
-        bits = {"INT8": 8, "INT16": 16}[out_t]
+        bits = INT_BITS[out_t]
         result = jnp.clip(result, 0, (1 << bits) - 1)
         # The unsigned value's bit pattern, stored in the signed type of the same width.
         return (result - jnp.where(result >= 1 << (bits - 1), 1 << bits, 0)).astype(
@@ -113,14 +110,14 @@ def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndar
     value = (wide_to_numpy(input) if isinstance(input, Wide)
              else np.asarray(input).astype(np.int64))
     if input_unsigned:
-        mask = (1 << {"INT8": 8, "INT16": 16}[in_t]) - 1
+        mask = (1 << INT_BITS[in_t]) - 1
         value, in_zp = value & mask, in_zp & mask
     result = apply_scale_host(value - in_zp, multiplier, shift, scale32,
                               rounding_mode == "DOUBLE_ROUND")
     if result is None:
         return None
     if output_unsigned:
-        bits = {"INT8": 8, "INT16": 16}[out_t]
+        bits = INT_BITS[out_t]
         result = np.clip(result.astype(np.int64) + (out_zp & ((1 << bits) - 1)), 0,
                          (1 << bits) - 1)
         result = result - np.where(result >= 1 << (bits - 1), 1 << bits, 0)
@@ -130,9 +127,8 @@ def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndar
         np.dtype(DEVICE_DTYPES[out_t]))
 
 
-_FLOATS = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
-_INT_BITS = {"INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48, "INT64": 64}
-_WIDE = ("INT48", "INT64")  # carried as Wide pairs
+# CAST converts between the TOSA 1.0 float types; the 1.1 MX types go through the block casts.
+_FLOATS = tuple(t for t in FLOAT_TYPES if t not in TYPES_1_1)
 
 
 def _int32_to_bf16(x: Any) -> Any:
@@ -186,22 +182,22 @@ def cast(node: Node, input: Any) -> Any:
             # overflows to inf (NaN for fp8e4m3, which has no inf), as round_to_nearest_float.
             return jnp.asarray(input).astype(out_dtype)
         raise TosaUnsupportedError(f"CAST from {in_t} to {out_t} is not supported")
-    if out_t not in _INT_BITS:
+    if out_t not in INT_BITS:
         raise TosaUnsupportedError(f"CAST to {out_t} is not supported")
     # Conversion to integer cases.
     if in_t == "BOOL":
         # out = (in) ? 1 : 0
         value = jnp.asarray(input).astype(jnp.int32)
-        return wide(value) if out_t in _WIDE else value.astype(DEVICE_DTYPES[out_t])
+        return wide(value) if out_t in WIDE_TYPES else value.astype(DEVICE_DTYPES[out_t])
     if in_t in _FLOATS:
-        if out_t in _WIDE:
+        if out_t in WIDE_TYPES:
             raise TosaUnsupportedError(f"CAST from {in_t} to {out_t} is not supported")
         return _float_to_int(input, out_t)
-    if in_t not in _INT_BITS:
+    if in_t not in INT_BITS:
         raise TosaUnsupportedError(f"CAST from {in_t} is not supported")
-    if _INT_BITS[out_t] >= _INT_BITS[in_t]:
+    if INT_BITS[out_t] >= INT_BITS[in_t]:
         # out = sign_extend<out_t>(in)
-        if out_t in _WIDE:
+        if out_t in WIDE_TYPES:
             return input if isinstance(input, Wide) else wide(input)
         return jnp.asarray(input).astype(DEVICE_DTYPES[out_t])
     # out = truncate<out_t>(in): the low bits, two's complement.

@@ -38,9 +38,9 @@ from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
-from tosa_jax.profiles import spec_data
 
-from tosa_jax.ir import Block, Graph, Operator, Tensor, is_1_1
+from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, Tensor, is_1_1
+from tosa_jax.profiles import spec_data
 
 SPEC_OPERATORS: dict[str, Any] = spec_data.OPERATORS
 ACC_TYPES = ("INT32", "INT48", "FP16", "FP32")
@@ -59,10 +59,8 @@ NAN_MODES = ("PROPAGATE", "IGNORE")
 RESIZE_MODES = ("NEAREST", "BILINEAR")  # the schema's names (spec: NEAREST_NEIGHBOR, BILINEAR)
 ROUNDING_EXTENSIONS = {name: v["extension"]
                        for name, v in spec_data.ENUMS["rounding_mode_t"].items()}
-ELEMENT_BYTES = {"INT64": 8, "FP8UE8M0": 1, "FP4E2M1": 1, "FP6E2M3": 1, "FP6E3M2": 1, "MXINT8": 1,
-                 "BOOL": 1, "INT4": 1, "INT8": 1, "INT16": 2, "INT32": 4, "INT48": 6,
-                 "SHAPE": 8, "FP16": 2, "BF16": 2, "FP32": 4, "FP8E4M3": 1, "FP8E5M2": 1}
-FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2")
+# Bytes of one element for the level's size limit: the storage width, INT4 counted as a byte.
+ELEMENT_BYTES = {t: max(1, bits // 8) for t, bits in STORAGE_BITS.items()}
 
 
 @dataclass(frozen=True)

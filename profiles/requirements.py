@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tosa_jax.errors import TosaValidationError
+from tosa_jax.ir import Graph
 from tosa_jax.profiles import spec_data
 from tosa_jax.profiles.checks import GraphAnalysis, OpInfo, Violation, analyse
 from tosa_jax.profiles.names import (
@@ -21,9 +23,6 @@ from tosa_jax.profiles.names import (
     level_limits,
     make_target,
 )
-
-from tosa_jax.errors import TosaValidationError
-from tosa_jax.ir import Graph
 
 _ORDER = {name: i for i, name in enumerate(list(spec_data.PROFILES) + list(spec_data.EXTENSIONS)
                                            + list(EXTENSIONS_1_1))}

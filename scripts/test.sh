@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# The test suite (what CI runs): lint, unit tests, fixture networks and the conformance slice,
-# every integer result judged by the TOSA reference model. Extra arguments go to pytest.
+# The test suite, in two lanes; extra arguments go to pytest.
+#   bash scripts/test.sh          full lane (CI): lint, every test, the conformance slice; every
+#                                 integer result judged by the TOSA reference model
+#   bash scripts/test.sh --fast   development lane: lint and the tests not marked slow, without
+#                                 the generated conformance slice
 set -euo pipefail
 source "$(dirname "$0")/_venv.sh" test
 cd "$ROOT"
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  ruff check .
+  exec python -m pytest -m "not slow" --ignore=tests/conformance "$@"
+fi
 ruff check .
+# The conformance slice is generated once per tosa-tools version and seed into .cache/conformance
+# (minutes; progress on stderr) and reused by later runs on this machine.
+python bench/conformance.py slice || echo "conformance slice: generation failed (pytest reports it)" >&2
 python -m pytest "$@"

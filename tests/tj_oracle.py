@@ -6,12 +6,14 @@ Named uniquely: tosa-tools installs a top-level ``tests`` package, so ours is ne
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -77,3 +79,19 @@ def check_exact(reference, b, outputs: list[str] | None = None,
             assert got[name].dtype == ref[name].dtype, (name, x64)
             np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} x64={x64}")
     return ref
+
+
+def bench_conformance() -> ModuleType:
+    """bench/conformance.py, the conformance harness, as a module.
+
+    It is a script, not a package module (and "conformance" is also the name of a tosa-tools
+    package): loaded by path under a name of its own, once."""
+    name = "tosa_jax_bench_conformance"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).resolve().parents[1] / "bench" / "conformance.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -11,11 +11,16 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tosa_jax.errors import TosaError, TosaInputError
-from tosa_jax.model import Model, load, read_source
+
+if TYPE_CHECKING:
+    from tosa_jax.model import Model
+# JAX, the lowerings and profiles are imported by the commands that need them, so that
+# ``--help`` and mistakes in the arguments answer at once.
 
 
 def _parse_inputs(model: Model, specs: list[str], mmap: bool = False) -> dict[str, np.ndarray]:
@@ -37,6 +42,8 @@ def _parse_inputs(model: Model, specs: list[str], mmap: bool = False) -> dict[st
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from tosa_jax.model import read_source
+
     g = read_source(args.graph)  # no lowering needed to describe a graph
     major, minor, patch, draft = g.version
     print(f"{args.graph}: TOSA {major}.{minor}.{patch}{'-draft' if draft else ''}")
@@ -55,6 +62,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Print what a graph requires and any ERROR_IF it breaks; 0 when valid (for the target)."""
     from tosa_jax import profiles  # reads the IR only: no JAX tracing, no lowering
+    from tosa_jax.model import read_source
 
     profile = args.profile[0] if args.profile and len(args.profile) == 1 else args.profile
     try:
@@ -83,6 +91,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from tosa_jax.model import load
+
     model = load(args.graph, device=args.device)
     inputs = _parse_inputs(model, args.inputs)
     t0 = time.perf_counter()
@@ -124,6 +134,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
     from tosa_jax.evaluate import evaluate
+    from tosa_jax.model import load
 
     if args.host_devices:
         try:  # only possible before JAX has started its CPU backend
@@ -191,6 +202,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
     from tosa_jax import hw_models
     from tosa_jax.hw_models.cost import vela_cycles_total
+    from tosa_jax.model import read_source
 
     graph = read_source(args.graph)
     policy = None
@@ -256,6 +268,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     from tosa_jax import inspect as ti
     from tosa_jax.ir import INTEGER_TYPES
+    from tosa_jax.model import load
 
     model = load(args.graph, device=args.device)
     inputs = _parse_inputs(model, args.inputs)
@@ -331,6 +344,21 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 1 if wrong and args.against == "reference" else 0
 
 
+def _version() -> str:
+    """tosa_jax's version and the JAX it runs on (from the installed metadata: no JAX import)."""
+    from importlib import metadata
+
+    from tosa_jax import __version__
+
+    deps = []
+    for dist in ("jax", "jaxlib"):
+        try:
+            deps.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            deps.append(f"{dist} not installed")
+    return f"tosa-jax {__version__} ({', '.join(deps)})"
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     """Convert between front-door formats: .tflite/.mlir/.mlirbc -> .tosa, .tosa -> .mlir."""
     from tosa_jax import frontends
@@ -349,6 +377,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tosa-jax", description=__doc__)
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="version, inputs, outputs and operator counts of a graph")
     p.add_argument("graph")

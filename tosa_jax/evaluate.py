@@ -32,8 +32,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tosa_jax.errors import TosaInputError, TosaLimitError
 from tosa_jax.executor import host_to_value
+from tosa_jax.ir import INT_RANGES, Wide, wide_to_numpy
 from tosa_jax.limits import human_bytes
-from tosa_jax.lowering.numerics import INT_RANGES, Wide, wide_to_numpy
 from tosa_jax.model import Model, TensorSpec, compiled_bytes, load
 
 Metric = Callable[[np.ndarray, np.ndarray], float]

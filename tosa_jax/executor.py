@@ -17,15 +17,19 @@ from tosa_jax.errors import (
     TosaUnsupportedError,
     TosaValidationError,
 )
-from tosa_jax.ir import HOST_DTYPES, WIDE_TYPES, Block, Graph, Operator, Tensor
-from tosa_jax.lowering import LOWERINGS, Node, WithState
-from tosa_jax.lowering.numerics import (
-    CODE_TYPES,
-    DEVICE_DTYPES,
+from tosa_jax.ir import (
+    HOST_DTYPES,
+    WIDE_TYPES,
+    Block,
+    Graph,
+    Operator,
+    Tensor,
     Wide,
     wide_from_numpy,
     wide_to_numpy,
 )
+from tosa_jax.lowering import LOWERINGS, Node, WithState
+from tosa_jax.lowering.numerics import CODE_TYPES, DEVICE_DTYPES
 
 # Operators that run blocks (EXT-CONTROLFLOW) or touch variables (EXT-VARIABLE). They are never
 # evaluated eagerly as constants: their results may depend on the variable state, and their
@@ -94,15 +98,10 @@ def check_block(graph: Graph, block: Block, _running: tuple[int, ...] = ()) -> N
             raise TosaValidationError(f"block {block.name!r}: output {name!r} is never defined")
 
 
-def _signature(block: Block, names: Sequence[str]) -> list[tuple[tuple[int, ...], str]]:
-    return [(block.tensors[n].shape, block.tensors[n].dtype) for n in names]
-
-
 def _check_control_flow(graph: Graph, block: Block, op: Operator, where: str,
                         running: tuple[int, ...]) -> None:
-    """COND_IF / WHILE_LOOP: the blocks they name exist, are valid, and exchange lists of the
-    operator's shapes and types (the ERROR_IFs of the spec's pseudocode)."""
-    subs: dict[str, Block] = {}
+    """COND_IF / WHILE_LOOP: the blocks they name exist, do not recurse, and are structurally
+    valid. The ERROR_IFs on the lists they exchange are checked by profiles/ at load time."""
     for attr in BLOCK_ATTRIBUTES:
         if attr not in op.attrs:
             continue
@@ -117,45 +116,6 @@ def _check_control_flow(graph: Graph, block: Block, op: Operator, where: str,
                 f"{where}: {attr} {name!r} runs a block that is already running (control flow "
                 "may not recurse)")
         check_block(graph, sub, running)
-        subs[attr] = sub
-
-    def same(rule: str, ours: list, theirs: list) -> None:
-        if ours != theirs:
-            raise TosaValidationError(
-                f"{where}: ERROR_IF({rule}): {[f'{t}{list(s)}' for s, t in ours]} against "
-                f"{[f'{t}{list(s)}' for s, t in theirs]}")
-
-    outs = _signature(block, op.outputs)
-    if op.op == "COND_IF":
-        cond = block.tensors[op.inputs[0]]
-        if int(np.prod(cond.shape)) != 1 or cond.dtype != "BOOL":
-            raise TosaValidationError(
-                f"{where}: the condition must be a BOOL tensor of one element, got "
-                f"{cond.dtype}{list(cond.shape)} (ERROR_IF(tensor_size(shape) != 1))")
-        ins = _signature(block, op.inputs[1:])
-        for attr in ("then_graph", "else_graph"):
-            sub = subs[attr]
-            same(f"tensor_list_shape(input_list) != tosa_input_shape({attr})",
-                 ins, _signature(sub, sub.inputs))
-            same(f"tensor_list_shape(output_list) != tosa_output_shape({attr})",
-                 outs, _signature(sub, sub.outputs))
-    else:
-        ins = _signature(block, op.inputs)
-        same("tensor_list_shape(input_list) != tensor_list_shape(output_list)", ins, outs)
-        cond, body = subs["cond_graph"], subs["body_graph"]
-        same("tensor_list_shape(input_list) != tosa_input_shape(cond_graph)",
-             ins, _signature(cond, cond.inputs))
-        same("tensor_list_shape(input_list) != tosa_input_shape(body_graph)",
-             ins, _signature(body, body.inputs))
-        same("tensor_list_shape(input_list) != tosa_output_shape(body_graph)",
-             ins, _signature(body, body.outputs))
-        result = _signature(cond, cond.outputs)
-        if len(result) != 1 or int(np.prod(result[0][0])) != 1 or result[0][1] != "BOOL":
-            raise TosaValidationError(
-                f"{where}: cond_graph must give one BOOL tensor of one element, it gives "
-                f"{[f'{t}{list(s)}' for s, t in result]} (ERROR_IF(tensor_size("
-                "tosa_output_shape(cond_graph)) != 1), ERROR_IF(tosa_output_type(cond_graph) "
-                "!= bool_t))")
 
 
 def _describe(value: Any) -> str:
@@ -166,17 +126,38 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+def _matches(value: Any, t: Tensor) -> bool:
+    """``value`` is a graph-function value of tensor ``t``: its shape, and its JAX dtype (INT48,
+    INT64: a Wide pair)."""
+    if t.dtype in WIDE_TYPES:
+        return isinstance(value, Wide) and tuple(jnp.shape(value.hi)) == t.shape
+    return (hasattr(value, "dtype") and hasattr(value, "shape")
+            and tuple(value.shape) == t.shape
+            and np.dtype(value.dtype) == np.dtype(DEVICE_DTYPES[t.dtype]))
+
+
+def _check_args(block: Block, args: Sequence[Any]) -> None:
+    """The arguments of ``model.fn`` must be the entry block's inputs, each of its declared
+    shape and JAX dtype (under ``jax.vmap``: the shape of one sample)."""
+    if len(args) != len(block.inputs):
+        raise TosaInputError(f"the graph takes {len(block.inputs)} input(s) "
+                             f"{list(block.inputs)}, got {len(args)}")
+    for name, value in zip(block.inputs, args, strict=True):
+        t = block.tensors[name]
+        if not _matches(value, t):
+            want = ("a tosa_jax.Wide pair" if t.dtype in WIDE_TYPES
+                    else str(np.dtype(DEVICE_DTYPES[t.dtype])))
+            raise TosaInputError(
+                f"input {name!r} is declared {t.dtype}{list(t.shape)}: the graph function "
+                f"takes {want} of that shape (under jax.vmap, one sample's), got "
+                f"{_describe(value)}")
+
+
 def _check_result(node: Node, value: Any, t: Tensor, where: str) -> None:
     """A lowering's result must have the declared shape and element type."""
     if t.dtype == "SHAPE":
         return
-    if t.dtype in WIDE_TYPES:
-        ok = isinstance(value, Wide) and tuple(jnp.shape(value.hi)) == t.shape
-    else:
-        ok = (hasattr(value, "dtype") and hasattr(value, "shape")
-              and tuple(value.shape) == t.shape
-              and np.dtype(value.dtype) == np.dtype(DEVICE_DTYPES[t.dtype]))
-    if not ok:
+    if not _matches(value, t):
         raise TosaValidationError(
             f"{where}: output {t.name!r} is declared {t.dtype}{list(t.shape)}, but the operator "
             f"gives {_describe(value)} for these inputs and attributes (if the graph is valid, "
@@ -351,6 +332,7 @@ def graph_function(graph: Graph) -> Callable[..., tuple[Any, ...]]:
         return stateful
 
     def fn(*args: Any) -> tuple[Any, ...]:
+        _check_args(graph.main, args)
         return evaluate_block(graph, graph.main, args)
 
     return fn
@@ -371,6 +353,7 @@ def graph_state_function(graph: Graph) -> Callable[..., tuple[tuple[Any, ...], d
         if unknown:
             raise TosaInputError(f"unknown variable(s) {unknown}; the graph's variables are "
                                  f"{sorted(names)}")
+        _check_args(graph.main, args)
         full = initial_values(graph) if set(state) != names else {}
         full.update(state)
         return run_block(graph, graph.main, args, full)

@@ -35,9 +35,8 @@ import numpy as np
 
 from tosa_jax.errors import TosaInputError, TosaLimitError, TosaUnsupportedError
 from tosa_jax.executor import graph_variables, initial_values, run_block
-from tosa_jax.ir import INTEGER_TYPES, Block, Graph
+from tosa_jax.ir import INT_RANGES, INTEGER_TYPES, Block, Graph, Wide, wide_to_numpy
 from tosa_jax.limits import human_bytes, tensor_bytes
-from tosa_jax.lowering.numerics import INT_RANGES, Wide, wide_to_numpy
 
 CONST_OPS = ("CONST", "CONST_SHAPE")
 

@@ -9,11 +9,14 @@ type FP8UE8M0 and MXINT8 (the int8 code of the value code / 64).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
+
+from tosa_jax.errors import TosaValidationError
 
 # Host (numpy) representation of each TOSA element type.
 HOST_DTYPES: dict[str, np.dtype] = {
@@ -67,6 +70,59 @@ def num_elements(shape: tuple[int, ...]) -> int:
     for d in shape:
         n *= d
     return n
+
+
+# Value range and width in bits of each integer element type (UINT8/16: RESCALE's unsigned views).
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "INT4": (-8, 7), "INT8": (-128, 127), "INT16": (-32768, 32767),
+    "INT32": (-(1 << 31), (1 << 31) - 1), "INT48": (-(1 << 47), (1 << 47) - 1),
+    "INT64": (-(1 << 63), (1 << 63) - 1),
+    "UINT8": (0, 255), "UINT16": (0, 65535),
+}
+INT_BITS: dict[str, int] = {"INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT48": 48,
+                            "INT64": 64}
+
+
+def storage_bytes(t: Tensor) -> int:
+    """Bytes of a tensor packed as in a flatbuffer (INT4 half a byte, INT48 six)."""
+    return (num_elements(t.shape) * STORAGE_BITS.get(t.dtype, 32) + 7) // 8
+
+
+class Wide(NamedTuple):
+    """A 64-bit two's-complement integer tensor as (int32 hi, uint32 lo), value = hi * 2**32 + lo:
+    how INT48 values (and the spec's 64-bit steps) travel without 64-bit JAX types. A JAX pytree
+    (a NamedTuple); numpy words for constants, JAX arrays inside a traced function."""
+
+    hi: Any
+    lo: Any
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(np.shape(self.hi))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def reshape(self, shape: Any) -> Wide:
+        import jax.numpy as jnp  # only called while lowering, when JAX is loaded anyway
+
+        return Wide(jnp.reshape(self.hi, shape), jnp.reshape(self.lo, shape))
+
+    def map(self, f: Any) -> Wide:
+        """Apply a data-movement function (transpose, slice, ...) to both words."""
+        return Wide(f(self.hi), f(self.lo))
+
+
+def wide_from_numpy(values: np.ndarray) -> Wide:
+    v = np.asarray(values, dtype=np.int64)
+    return Wide((v >> 32).astype(np.int32), (v & 0xFFFFFFFF).astype(np.uint32))
+
+
+def wide_to_numpy(w: Wide) -> np.ndarray:
+    hi = np.asarray(w.hi).astype(np.int64)
+    lo = np.asarray(w.lo).astype(np.int64)
+    return (hi << 32) | lo
 
 
 @dataclass
@@ -198,6 +254,12 @@ class GraphBuilder:
     def op(self, op: str, inputs: list[str], shape: tuple[int, ...], dtype: str,
            name: str | None = None, **attrs: Any) -> str:
         """Append an operator with one output; returns the output's name."""
+        from tosa_jax.serialization import OP_VALUES  # the schema's operators: what can be written
+
+        if op not in OP_VALUES:
+            close = difflib.get_close_matches(op, list(OP_VALUES), n=3)
+            raise TosaValidationError(f"GraphBuilder.op: {op!r} is not a TOSA operator"
+                                      + (f" (did you mean {', '.join(close)}?)" if close else ""))
         out = name or self._name(op.lower())
         self.block.tensors[out] = Tensor(out, tuple(shape), dtype)
         self.block.operators.append(Operator(op, list(inputs), [out], attrs))

@@ -23,9 +23,9 @@ from tosa_jax.executor import (
     initial_state,
     value_to_host,
 )
-from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES, Graph
+from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES, INT_RANGES, Graph, Wide, wide_to_numpy
 from tosa_jax.limits import Limits, check_graph, human_bytes
-from tosa_jax.lowering.numerics import CODE_TYPES, INT_RANGES, Wide, wide_to_numpy
+from tosa_jax.lowering.numerics import CODE_TYPES
 from tosa_jax.profiles import validate
 
 
@@ -95,7 +95,12 @@ class Model:
       in output order. Outputs are JAX arrays, except INT48 and INT64 outputs: numpy int64.
     * ``model.run({name: array}) -> {name: numpy array}`` for name-based use.
     * ``model.fn``: the pure JAX function (inputs in order -> tuple of outputs), for use in the
-      caller's own ``jit``/``vmap``. There INT48 and INT64 values are ``numerics.Wide`` pairs.
+      caller's own ``jit``/``vmap``/``grad``. It always returns a tuple, even of one output, so
+      that code transforming it sees one pytree structure whatever the graph; INT48 and INT64
+      values are ``tosa_jax.Wide`` pairs there (no 64-bit JAX types). ``model(...)`` is the
+      convenience around it: inputs checked and converted, one output unwrapped, INT48 and
+      INT64 as numpy int64.
+      ``model.fn`` checks only that its arguments have the declared shapes and JAX dtypes.
 
     Stateful graphs (EXT-VARIABLE) keep their variables in the Model, across calls: each call
     reads them and commits what the graph writes (only when the call succeeds).
@@ -145,7 +150,7 @@ class Model:
             self.outputs = [TensorSpec(n, tuple(s), t) for n, s, t in meta["outputs"]]
             self.variables = []
             floats = meta["floats"]
-        self.device = jax.devices(device)[0] if isinstance(device, str) else device
+        self.device = _device(device)
         self._state: dict[str, Any] = {}
         self._state_lock = threading.Lock()
         if self.variables:
@@ -611,3 +616,15 @@ def _parse(data: bytes, label: str | None, limits: Limits) -> Graph:
         if label is None:
             raise
         raise type(e)(f"{label}: {e}") from e
+
+
+def _device(device: jax.Device | str | None) -> jax.Device | None:
+    """A platform name ("cpu", "gpu") as its first JAX device; a device or None as it is."""
+    if not isinstance(device, str):
+        return device
+    try:
+        return jax.devices(device)[0]
+    except RuntimeError as e:  # JAX: "Unknown backend" or the backend failed to start
+        present = sorted({d.platform for d in jax.devices()})
+        raise TosaInputError(f"device {device!r}: JAX has no such platform on this machine "
+                             f"(it has: {', '.join(present)})") from e

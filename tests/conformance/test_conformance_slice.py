@@ -28,44 +28,29 @@ Environment: ``TOSA_JAX_CONFORMANCE_JOBS`` (default 2) sets generator and runner
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from tj_oracle import bench_conformance
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE_ROOT = REPO_ROOT / ".cache" / "conformance"
 JOBS = int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2"))
 
 
-def _load_bench() -> ModuleType:
-    # bench/conformance.py is a script, not a package module (and "conformance" is also the
-    # name of a tosa-tools package): load it by path under a name of its own
-    name = "tosa_jax_bench_conformance"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / "conformance.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+conf = bench_conformance()
 
-
-conf = _load_bench()
-
-# Profiles and extensions under test: all of them; for 1.1, the operators 1.1 adds.
+# Profiles and extensions under test: all of them; for 1.1, the operators 1.1 adds
+# (scripts/test.sh generates the 1.0.2 slice first, with progress: output is captured while
+# pytest collects)
 SELECTIONS = {
-    "1.0.2": conf.Selection(version="1.0.2", profiles=("all",), extensions=("all",),
-                            test_type="positive"),
+    "1.0.2": conf.CI_SELECTION,
     "1.1.0-draft": conf.Selection(version="1.1.0-draft", profiles=("all",), extensions=("all",),
                                   operators=conf.OPERATORS_1_1, test_type="positive"),
 }
 SELECTION = SELECTIONS["1.0.2"]
+CACHE_ROOT = conf.CI_CACHE
 
 
 def _slice_params() -> list[Any]:

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tj_hw_graphs as hw_graphs
-from tosa_jax.hw_models import estimate, partition, report_dict, svg, table
 
 import tosa_jax
 from tosa_jax.errors import TosaHardwareError
+from tosa_jax.hw_models import estimate, partition, report_dict, svg, table
 from tosa_jax.ir import Graph, GraphBuilder, Operator, Region, Tensor
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

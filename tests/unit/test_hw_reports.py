@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import tj_hw_graphs as hw_graphs
-from tosa_jax.hw_models import estimate, partition, report_dict, svg, table
-from tosa_jax.hw_models.cost import count_ops
 
 import tosa_jax
 from tosa_jax.errors import TosaFormatError
+from tosa_jax.hw_models import estimate, partition, report_dict, svg, table
+from tosa_jax.hw_models.cost import count_ops
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NS = "{http://www.w3.org/2000/svg}"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from tosa_jax.hw_models.devices import DEVICES, DeviceModel, get_device
-from tosa_jax.hw_models.support import unsupported_reasons
-from tosa_jax.hw_models.vela import vela_available, vela_verdict
 
 from tosa_jax import write
 from tosa_jax.errors import TosaError, TosaHardwareError
+from tosa_jax.hw_models.devices import DEVICES, DeviceModel, get_device
+from tosa_jax.hw_models.support import unsupported_reasons
+from tosa_jax.hw_models.vela import vela_available, vela_verdict
 from tosa_jax.ir import Graph, GraphBuilder
 
 CONFIGS = ["ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+
 from tosa_jax.lowering import numerics as nx
 
 EDGES = [0, 1, -1, 2, -2, 65535, -65536, (1 << 31) - 1, -(1 << 31), 1 << 30, -(1 << 30) - 7]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+
 import tosa_jax.lowering.numerics as nx
 
 EDGES = [0, 1, -1, 2**31 - 1, -(2**31), 2**16, -(2**16), 2**16 - 1, 2**15, -(2**15), 65535,

@@ -99,7 +99,10 @@ def test_rescale_of_a_constant_matches_reference(reference, case) -> None:
     ref = reference(data, {"x": value}, outs)
     model = tosa_jax.load(data, cache=False)
     with count_compiles() as seen:
-        jax.jit(model.fn).trace(jax.ShapeDtypeStruct(shape, NP[in_t]))
+        arg = (tosa_jax.Wide(jax.ShapeDtypeStruct(shape, np.int32),  # model.fn's INT48 form
+                             jax.ShapeDtypeStruct(shape, np.uint32))
+               if in_t == "INT48" else jax.ShapeDtypeStruct(shape, NP[in_t]))
+        jax.jit(model.fn).trace(arg)
     assert seen == [], "the constant RESCALE compiled XLA programs while tracing"
     for x64 in (False, True):
         with jax.enable_x64(x64):

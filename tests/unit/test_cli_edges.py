@@ -1,0 +1,97 @@
+"""The edges a new user meets first (issue 17, part 6): an absent device, ``--version``, a
+misspelt operator, ``model.fn`` given the wrong dtype, and ``model(x)`` beside ``model.fn``."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import jax
+import numpy as np
+import pytest
+from tj_oracle import FIXTURES, run_reference
+
+import tosa_jax
+from tosa_jax.cli import main
+
+
+def _has_gpu() -> bool:
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
+
+
+@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU")
+def test_absent_device_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(FIXTURES / "cnn_int8.tosa"), "--device", "gpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    platforms = sorted({d.platform for d in jax.devices()})  # what JAX itself reports
+    assert err == (f"tosa-jax: error: device 'gpu': JAX has no such platform on this machine "
+                   f"(it has: {', '.join(platforms)})")
+    with pytest.raises(tosa_jax.TosaInputError, match="device 'gpu'"):
+        tosa_jax.load(FIXTURES / "cnn_int8.tosa", device="gpu")
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    # the installed distribution's metadata is the oracle, for us and for JAX
+    assert capsys.readouterr().out.strip() == (
+        f"tosa-jax {metadata.version('tosa_jax')} (jax {metadata.version('jax')}, "
+        f"jaxlib {metadata.version('jaxlib')})")
+    assert tosa_jax.__version__ == metadata.version("tosa_jax")
+
+
+def test_builder_refuses_unknown_operator() -> None:
+    b = tosa_jax.GraphBuilder()
+    x = b.input("x", (1, 4), "INT8")
+    with pytest.raises(tosa_jax.TosaValidationError, match="'FOOBAR' is not a TOSA operator"):
+        b.op("FOOBAR", [x], (1, 4), "INT8")
+    with pytest.raises(tosa_jax.TosaValidationError, match="did you mean CONV2D"):
+        b.op("CONV2", [x], (1, 4), "INT8")
+    assert not b.block.operators  # nothing was appended
+
+
+def _two_output_graph() -> tosa_jax.Graph:
+    b = tosa_jax.GraphBuilder()
+    x = b.input("x", (1, 5), "INT8")
+    y = b.input("y", (1, 5), "INT8")
+    cx, cy = b.op("CAST", [x], (1, 5), "INT32"), b.op("CAST", [y], (1, 5), "INT32")
+    s = b.op("ADD", [cx, cy], (1, 5), "INT32", name="sum")
+    m = b.op("SUB", [cx, cy], (1, 5), "INT32", name="diff")
+    return b.build([s, m])
+
+
+def test_fn_names_the_wrong_input_dtype() -> None:
+    model = tosa_jax.load(_two_output_graph())
+    xs = np.zeros((3, 1, 5), np.float32)
+    with pytest.raises(tosa_jax.TosaInputError,
+                       match=r"input 'x' is declared INT8\[1, 5\].*int8.*got float32\[1, 5\]"):
+        jax.vmap(model.fn)(xs, xs.astype(np.int8))
+    with pytest.raises(tosa_jax.TosaInputError, match="takes 2 input"):
+        model.fn(np.zeros((1, 5), np.int8))
+
+
+def test_call_and_fn_agree_with_the_reference_model() -> None:
+    graph = _two_output_graph()
+    model = tosa_jax.load(graph)
+    rng = np.random.default_rng(17)
+    x, y = (rng.integers(-128, 128, (1, 5), dtype=np.int8) for _ in range(2))
+    ref = run_reference(tosa_jax.write(graph), {"x": x, "y": y}, ["sum", "diff"])
+    by_call = model(x, y)  # several outputs: a tuple, as model.fn
+    by_fn = model.fn(x, y)
+    assert isinstance(by_call, tuple) and isinstance(by_fn, tuple) and len(by_fn) == 2
+    for got_call, got_fn, name in zip(by_call, by_fn, ("sum", "diff"), strict=True):
+        np.testing.assert_array_equal(np.asarray(got_call), ref[name])
+        np.testing.assert_array_equal(np.asarray(got_fn), ref[name])
+    # one output: model(...) unwraps it, model.fn keeps the one-element tuple (one pytree shape)
+    b = tosa_jax.GraphBuilder()
+    a = b.input("x", (1, 5), "INT8")
+    one = b.build([b.op("CAST", [a], (1, 5), "INT32", name="c")])
+    single, fn_single = tosa_jax.load(one)(x), tosa_jax.load(one).fn(x)
+    assert isinstance(fn_single, tuple) and len(fn_single) == 1
+    ref = run_reference(tosa_jax.write(one), {"x": x}, ["c"])
+    np.testing.assert_array_equal(np.asarray(single), ref["c"])
+    np.testing.assert_array_equal(np.asarray(fn_single[0]), ref["c"])
