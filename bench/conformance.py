@@ -950,7 +950,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_slice(args: argparse.Namespace) -> int:
-    for selection, whole in ((CI_SELECTION, False), (CI_NEGATIVES, True)):
+    wanted = [(CI_SELECTION, False)] + ([(CI_NEGATIVES, True)] if args.negatives else [])
+    for selection, whole in wanted:
         start = time.monotonic()
         root = cached_slice(Path(args.cache), selection, args.jobs, progress=True, whole=whole)
         print(f"conformance {selection.test_type} tests: {len(find_tests(root))} in {root} "
@@ -1052,9 +1053,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen.add_argument("-v", "--verbose", action="store_true")
     gen.set_defaults(func=_cmd_generate)
 
-    sl = sub.add_parser("slice", help="make sure the CI slice and the negative (ERROR_IF) tests "
-                                      "are generated (cached; progress on stderr): what "
-                                      "scripts/test.sh runs before pytest")
+    sl = sub.add_parser("slice", help="make sure the CI slice (and with --negatives the "
+                                      "negative ERROR_IF tests) are generated (cached; progress "
+                                      "on stderr): what scripts/test.sh runs before pytest")
+    sl.add_argument("--negatives", action="store_true",
+                    help="also the 570 negative tests that the slow test "
+                         "tests/conformance/test_negative_profiles.py reads (pytest -m slow)")
     sl.add_argument("--cache", default=str(CI_CACHE), help="cache directory (default: %(default)s)")
     sl.add_argument("-j", "--jobs", type=int,
                     default=int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2")))

@@ -2,8 +2,9 @@
 # The test suite, in two lanes; extra arguments go to pytest.
 #   bash scripts/test.sh          full lane (CI): lint, every test, the conformance slice; every
 #                                 integer result judged by the TOSA reference model
-#   bash scripts/test.sh --fast   development lane: lint and the tests not marked slow, without
+#   bash scripts/test.sh --fast   development lane: lint and the unit and network tests, without
 #                                 the generated conformance slice
+# Tests marked slow (minutes each) run in neither lane: pytest -m slow.
 set -euo pipefail
 source "$(dirname "$0")/_venv.sh" test
 cd "$ROOT"
