@@ -60,20 +60,9 @@ def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | M
         return source, None
     if isinstance(source, Model):
         return source.graph, None
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return frontends.read(source, limits=limits), hashlib.sha256(source).hexdigest()
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if not os.path.exists(path):
-            raise TosaFormatError(f"{path}: no such file")
-        if not os.path.isfile(path):
-            raise TosaFormatError(f"{path}: not a file")
-        with open(path, "rb") as f:
-            data = f.read()
-        try:  # any front-door format: TOSA flatbuffer, TOSA MLIR, TFLite (tosa_jax.frontends)
-            return frontends.read(data, limits=limits, what=path), hashlib.sha256(data).hexdigest()
-        except TosaError as e:
-            raise type(e)(f"{path}: {e}") from e
+    data, label = _bytes_of(source)
+    if data is not None:
+        return _parse(data, label, limits), hashlib.sha256(data).hexdigest()
     raise TosaFormatError(f"cannot load a TOSA graph from {type(source).__name__}: "
                           "give a path, bytes, a tosa_jax.Graph or a tosa_jax.Model")
 
@@ -599,17 +588,11 @@ def _bytes_of(source: Any) -> tuple[bytes | None, str | None]:
     if isinstance(source, (bytes, bytearray, memoryview)):
         return bytes(source), None
     if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if not os.path.exists(path):
-            raise TosaFormatError(f"{path}: no such file")
-        if not os.path.isfile(path):
-            raise TosaFormatError(f"{path}: not a file")
-        with open(path, "rb") as f:
-            return f.read(), path
+        return serialization.file_bytes(source), os.fspath(source)
     return None, None
 
 
-def _parse(data: bytes, label: str | None, limits: Limits) -> Graph:
+def _parse(data: bytes, label: str | None, limits: Limits | None) -> Graph:
     try:  # any front-door format: TOSA flatbuffer, TOSA MLIR, TFLite (tosa_jax.frontends)
         return frontends.read(data, limits=limits, what=label or "input")
     except TosaError as e:

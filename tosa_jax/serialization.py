@@ -339,6 +339,17 @@ class _Reader:
         return block
 
 
+def file_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of a graph file; a missing path or a directory is a TosaFormatError."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise TosaFormatError(f"{path}: no such file")
+    if not os.path.isfile(path):
+        raise TosaFormatError(f"{path}: not a file")
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def read(data: bytes | bytearray | memoryview | str | os.PathLike, *,
          max_elements: int | None = None, max_bytes: int | None = None,
          limits: Limits | None = None) -> Graph:
@@ -350,12 +361,7 @@ def read(data: bytes | bytearray | memoryview | str | os.PathLike, *,
     """
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
-        if not os.path.exists(path):
-            raise TosaFormatError(f"{path}: no such file")
-        if not os.path.isfile(path):
-            raise TosaFormatError(f"{path}: not a file")
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = file_bytes(path)
         try:
             return read(raw, max_elements=max_elements, max_bytes=max_bytes, limits=limits)
         except TosaError as e:
