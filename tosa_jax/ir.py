@@ -10,13 +10,14 @@ type FP8UE8M0 and MXINT8 (the int8 code of the value code / 64).
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
 
-from tosa_jax.errors import TosaValidationError
+from tosa_jax.errors import TosaFormatError, TosaValidationError
 
 # Host (numpy) representation of each TOSA element type.
 HOST_DTYPES: dict[str, np.dtype] = {
@@ -268,3 +269,14 @@ class GraphBuilder:
     def build(self, outputs: list[str]) -> Graph:
         self.block.outputs = list(outputs)
         return Graph(self.version, [Region("main", [self.block])])
+
+
+def file_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of a graph file; a missing path or a directory is a TosaFormatError."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise TosaFormatError(f"{path}: no such file")
+    if not os.path.isfile(path):
+        raise TosaFormatError(f"{path}: not a file")
+    with open(path, "rb") as f:
+        return f.read()

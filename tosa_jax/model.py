@@ -12,7 +12,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from tosa_jax import frontends, serialization
 from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import TosaError, TosaFormatError, TosaInputError, TosaLimitError
 from tosa_jax.executor import (
@@ -23,10 +22,17 @@ from tosa_jax.executor import (
     initial_state,
     value_to_host,
 )
-from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES, INT_RANGES, Graph, Wide, wide_to_numpy
+from tosa_jax.ir import (
+    FLOAT_TYPES,
+    HOST_DTYPES,
+    INT_RANGES,
+    Graph,
+    Wide,
+    file_bytes,
+    wide_to_numpy,
+)
 from tosa_jax.limits import Limits, check_graph, human_bytes
 from tosa_jax.lowering.numerics import CODE_TYPES
-from tosa_jax.profiles import validate
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ class Model:
             self.declared_bytes = check_graph(graph, self.limits)
             # TOSA 1.0.2 ERROR_IFs, and what the graph needs against what was asked for
             # (tosa_jax.profiles; None accepts whatever the graph needs).
-            self._requirements = validate(graph, profile, extensions, level)
+            self._requirements = _validate(graph, profile, extensions, level)
             self._functions()
             block = graph.main
             self.inputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
@@ -176,7 +182,7 @@ class Model:
     def requirements(self) -> Any:
         """What the graph needs: profiles, extensions, level (``tosa_jax.profiles``)."""
         if self._requirements is None:
-            self._requirements = validate(self.graph, *self._target)
+            self._requirements = _validate(self.graph, *self._target)
         return self._requirements
 
     @property
@@ -297,6 +303,8 @@ class Model:
         has no bytes to name it by (a Graph built in Python that cannot be written)."""
         if self._digest is None:
             try:
+                from tosa_jax import serialization
+
                 self._digest = hashlib.sha256(serialization.write(self.graph)).hexdigest()
             except Exception:
                 return None
@@ -582,17 +590,27 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     return model
 
 
+def _validate(graph: Graph, *target: Any) -> Any:
+    """profiles.validate, imported when a graph is first checked: a model loaded from the
+    compile cache never is, and the reader and profiles (0.15 s of imports) stay unloaded."""
+    from tosa_jax.profiles import validate
+
+    return validate(graph, *target)
+
+
 def _bytes_of(source: Any) -> tuple[bytes | None, str | None]:
     """The bytes of a path or a bytes-like source (None for a Graph), and the path to name in
     errors."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return bytes(source), None
     if isinstance(source, (str, os.PathLike)):
-        return serialization.file_bytes(source), os.fspath(source)
+        return file_bytes(source), os.fspath(source)
     return None, None
 
 
 def _parse(data: bytes, label: str | None, limits: Limits | None) -> Graph:
+    from tosa_jax import frontends
+
     try:  # any front-door format: TOSA flatbuffer, TOSA MLIR, TFLite (tosa_jax.frontends)
         return frontends.read(data, limits=limits, what=label or "input")
     except TosaError as e:

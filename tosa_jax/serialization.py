@@ -31,6 +31,7 @@ from tosa_jax.ir import (
     Operator,
     Region,
     Tensor,
+    file_bytes,
     is_1_1,
     num_elements,
 )
@@ -337,17 +338,6 @@ class _Reader:
         block.inputs = self.strings(b.Inputs, b.InputsLength())
         block.outputs = self.strings(b.Outputs, b.OutputsLength())
         return block
-
-
-def file_bytes(path: str | os.PathLike) -> bytes:
-    """The bytes of a graph file; a missing path or a directory is a TosaFormatError."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise TosaFormatError(f"{path}: no such file")
-    if not os.path.isfile(path):
-        raise TosaFormatError(f"{path}: not a file")
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def read(data: bytes | bytearray | memoryview | str | os.PathLike, *,
