@@ -159,9 +159,25 @@ def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> 
                            preferred_element_type=acc)
 
 
+def _pointwise_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
+    """A kernel of one tap: every (strided) input position times the [I, O] weight."""
+    n, c = x.shape[0], x.shape[-1]
+    stop = tuple((o - 1) * s + 1 for o, s in zip(g.out_spatial, g.strides))
+    if x.shape[1:-1] != stop or any(s != 1 for s in g.strides):
+        x = lax.slice(x, (0,) * x.ndim, (n, *stop, c), (1, *g.strides, 1))
+    return lax.dot_general(x, jnp.reshape(w, w.shape[g.rank:]), (((x.ndim - 1,), (0,)), ((), ())),
+                           precision=precision, preferred_element_type=acc)
+
+
 def _conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
     """VALID correlation of the padded input with a canonical [spatial..., I, O] weight."""
     precision = lax.Precision.HIGHEST if jnp.issubdtype(acc, jnp.floating) else None
+    # One tap (1x1 kernels: transformer linears, MobileNet's pointwise convolutions): a matrix
+    # product, which XLA CPU runs through its GEMM rather than its convolution kernels.
+    # Measured on this machine, batch 1, min of 150 interleaved calls: bert_tiny_fp32
+    # 3.04 -> 2.05 ms, mobilenetv2_fp32 13.2 -> 11.5, mobilenetv2_int8 11.7 -> 10.1.
+    if g.groups == 1 and all(d == 1 for d in g.lhs_dilation) and math.prod(w.shape[:g.rank]) == 1:
+        return _pointwise_conv(x, w, g, acc, precision)
     if (g.groups == 1 and all(d == 1 for d in g.lhs_dilation)
             and 1 < math.prod(w.shape[:g.rank]) <= _TAPS_MAX
             and w.shape[g.rank] <= _IM2COL_MAX_CHANNELS

@@ -1,5 +1,6 @@
 """The fast forms of the convolutions against the reference model (x64 off and on): few input
-channels over a large output as one matrix product over patches (im2col), and
+channels over a large output as one matrix product over patches (im2col), one-tap kernels
+(1x1, any stride and padding) as one matrix product over the input's channels, and
 DEPTHWISE_CONV2D as a sum over its kernel taps, with zero points, padding, stride, dilation and
 a channel multiplier; int8 exactly, int16 x int8 (INT48) exactly."""
 
@@ -70,3 +71,41 @@ def test_depthwise_taps(reference, stride, dilation, pad) -> None:
     b, out = _graph("DEPTHWISE_CONV2D", x, w, _int((10,), -999, 999, np.int32), 13, -5, "INT8",
                     "INT32", (2, oh, ow, 10), pad=pad, stride=stride, dilation=dilation)
     _check(reference, b, out, {"x": x})
+
+
+@pytest.mark.parametrize("stride,pad", [((1, 1), (0, 0, 0, 0)), ((2, 2), (0, 0, 0, 0)),
+                                        ((2, 3), (1, 1, 0, 1))])
+def test_conv2d_pointwise(reference, stride, pad) -> None:
+    # One tap: a matrix product; the padding carries the input zero point.
+    x = _int((2, 11, 9, 6), -128, 127, np.int8)
+    w = _int((7, 1, 1, 6), -128, 127, np.int8)
+    oh = (11 - 1 + pad[0] + pad[1]) // stride[0] + 1
+    ow = (9 - 1 + pad[2] + pad[3]) // stride[1] + 1
+    b, out = _graph("CONV2D", x, w, _int((7,), -999, 999, np.int32), -9, 4, "INT8", "INT32",
+                    (2, oh, ow, 7), pad=pad, stride=stride, dilation=(3, 2))
+    _check(reference, b, out, {"x": x})
+
+
+def test_conv2d_pointwise_int16(reference) -> None:
+    x = _int((1, 9, 5, 300), -32768, 32767, np.int16)  # 300 terms: past INT32's headroom
+    w = _int((3, 1, 1, 300), -128, 127, np.int8)
+    b, out = _graph("CONV2D", x, w, _int((3,), -9999, 9999, np.int64), 0, 0, "INT16", "INT48",
+                    (1, 5, 3, 3), pad=(0, 0, 0, 0), stride=(2, 2), dilation=(1, 1))
+    _check(reference, b, out, {"x": x})
+
+
+def test_conv2d_pointwise_fp32(reference) -> None:
+    x = RNG.standard_normal((1, 17, 1, 64)).astype(np.float32)
+    w = RNG.standard_normal((32, 1, 1, 64)).astype(np.float32)
+    b = GraphBuilder()
+    names = [b.input("x", x.shape, "FP32"), b.const(w, "FP32"),
+             b.const(RNG.standard_normal(32).astype(np.float32), "FP32"),
+             b.const([0.0], "FP32"), b.const([0.0], "FP32")]
+    out = b.op("CONV2D", names, (1, 9, 1, 32), "FP32", acc_type="FP32", local_bound=False,
+               pad=(0, 0, 0, 0), stride=(2, 1), dilation=(1, 1))
+    data = tosa_jax.write(b.build([out]))
+    expected = reference(data, {"x": x}, [out])[out]
+    got = tosa_jax.load(data).run({"x": x})[out]
+    # Dot-product compliance: each output is a 64-term sum; bound it by 64 ULPs of sum |x*w|.
+    bound = 64 * np.finfo(np.float32).eps * (np.abs(x[:, ::2]) @ np.abs(w[:, 0, 0].T) + 1)
+    assert np.all(np.abs(got.astype(np.float64) - expected) <= bound)
