@@ -25,9 +25,9 @@ def clamp(node: Node, input: Any, *, min_val: Any, max_val: Any, nan_mode: str) 
     if is_int:
         # Plain Python bounds keep the tensor's own type under either x64 setting.
         return apply_min_s(apply_max_s(x, int(lo)), int(hi))
-    # Float bounds as 0-d arrays of the tensor's type (the values are exact in that type).
-    value = apply_max_s(x, jnp.asarray(lo, x.dtype), nan_mode)
-    return apply_min_s(value, jnp.asarray(hi, x.dtype), nan_mode)
+    # Float bounds as 0-d numpy scalars of the tensor's type (the values are exact in it).
+    value = apply_max_s(x, np.asarray(lo, x.dtype), nan_mode)
+    return apply_min_s(value, np.asarray(hi, x.dtype), nan_mode)
 
 
 def _erf(x: Any) -> Any:

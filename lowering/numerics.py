@@ -409,9 +409,19 @@ def rounding_mul_shift(a: Array, b: Array, shift: int | Array) -> Array:
     return jnp.where(shift > 0, wide_low32(wide_sra(rounded, shift)), wide_low32(product))
 
 
+def _known_number(b: Any) -> bool:
+    """A float bound known at trace time and not NaN: ``a >= b ? a : b`` and its NaN rule
+    are then one comparison and one select (the comparison is false for a NaN ``a``).
+    Written as selects, not as maximum/minimum: XLA CPU's fast min/max may drop NaNs."""
+    return (isinstance(b, (np.ndarray, np.generic)) and b.ndim == 0
+            and np.issubdtype(b.dtype, np.floating) and not np.isnan(b))
+
+
 def apply_max_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
     """apply_max_s: ``a >= b ? a : b``; for floats a NaN operand follows ``nan_mode``
     (compare_nan: PROPAGATE gives NaN, IGNORE gives the other operand)."""
+    if _known_number(b):  # CLAMP's bounds: one comparison decides, NaN a included
+        return jnp.where(a < b, b, a) if nan_mode == "PROPAGATE" else jnp.where(a >= b, a, b)
     a, b = jnp.asarray(a), jnp.asarray(b, jnp.asarray(a).dtype)
     if not jnp.issubdtype(a.dtype, jnp.floating):
         return jnp.maximum(a, b)
@@ -423,6 +433,8 @@ def apply_max_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
 
 def apply_min_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
     """apply_min_s: ``a < b ? a : b``; NaN operands as in apply_max_s."""
+    if _known_number(b):
+        return jnp.where(a >= b, b, a) if nan_mode == "PROPAGATE" else jnp.where(a < b, a, b)
     a, b = jnp.asarray(a), jnp.asarray(b, jnp.asarray(a).dtype)
     if not jnp.issubdtype(a.dtype, jnp.floating):
         return jnp.minimum(a, b)
