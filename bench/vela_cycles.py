@@ -111,7 +111,8 @@ def groups(ops: list) -> list[tuple[list[str], object]]:
 FIT_GRID = {"overhead": [0, 100, 200, 300, 400, 600, 800, 1200],
             "ew_scale": [1, 1.5, 2, 2.5, 3], "ao_scale": [0.5, 0.7, 0.85, 1, 1.2, 1.5, 2],
             "wd_bytes_per_cycle": [2, 4, 8, 16, 32], "mem_scale": [0.5, 1, 1.5, 2, 3, 4],
-            "mm_scale": [0.8, 1, 1.2, 1.4, 1.6]}
+            "mm_scale": [0.8, 1, 1.2, 1.4, 1.6], "w_ratio": [0.6, 0.7, 0.8, 0.9, 1.0],
+            "move_cpe": [0.3, 0.5, 0.8], "acc_elems": [1024, 2048, 4096]}
 FIT_SEEDS = range(16)  # random_network seeds of the fitting set (held-out: --seed0 100000)
 
 
@@ -150,7 +151,7 @@ def fit_vela(accelerators: list[str], search: bool) -> dict:
         res = dict(zip(("median_op_abs_err", "median_total_abs_err", "op_groups",
                         "partitions"), fit_error(cases)))
         if search:
-            params = costmod.VELA_FIT[fam]
+            params = costmod.U85_FIT if fam == "ethos-u85" else costmod.VELA_FIT[fam]
             kept = dict(params)
 
             def objective(cases: list = cases) -> float:
@@ -165,6 +166,8 @@ def fit_vela(accelerators: list[str], search: bool) -> dict:
             best = objective()
             for _ in range(2):
                 for key, grid in FIT_GRID.items():
+                    if key not in params:
+                        continue
                     for val in grid:
                         old, params[key] = params[key], val
                         o = objective()
@@ -174,7 +177,8 @@ def fit_vela(accelerators: list[str], search: bool) -> dict:
                             params[key] = old
             res["searched"] = dict(params)
             res["searched_error"] = fit_error(cases)[:2]
-            costmod.VELA_FIT[fam] = kept
+            params.clear()
+            params.update(kept)
         out[acc] = res
         print(f"{acc}: {json.dumps(res)}", flush=True)
     return out
