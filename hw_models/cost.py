@@ -375,6 +375,11 @@ def u85_terms(block: Block, op: Operator, device: Any, act: str | None, weights:
             ic = w[-1]
             pk = ic <= 32 or 1 < k <= 16
             kind = "conv1x1" if k == 1 else ("convkxk" if pk else "df")
+            if k == 1 and ow == 1 and oh > 1 and oh & (oh - 1) == 0:
+                # rows of a fully connected layer: Vela lays N x 1 out as H x W with W the
+                # power of two at or above sqrt(N) (128 -> 8 x 16, 16 -> 4 x 4)
+                ow = 1 << ((oh.bit_length() - 1 + 1) // 2)
+                oh //= ow
         strided = max(op.attrs.get("stride", (1, 1))) > 1
         bh, bw, bd = _u85_block(oh, ow, oc, kind, op.inputs[0] in dram and strided)
         nwh = -(-bh // 1) * -(-bw // 4)                    # micro-blocks (1, 4, 8) per block
@@ -420,8 +425,12 @@ def u85_terms(block: Block, op: Operator, device: Any, act: str | None, weights:
         if cls == "pool":
             kk = op.attrs.get("kernel", (1, 1))
         elif cls == "reduce":
+            # the reduced axis becomes the kernel's height; the dims before it are the OFM's
+            # height, the dims after it its depth
             ins = in_t.shape
-            kk = (max(1, num_elements(ins) // max(n_out, 1)), 1)
+            axis = int(op.attrs.get("axis", len(ins) - 1)) % max(len(ins), 1)
+            kk = (ins[axis] if ins else 1, 1)
+            oh, ow, oc = num_elements(ins[:axis]), 1, num_elements(ins[axis + 1:])
         else:
             kk = (1, 1)
         subs = [(min(8, kk[0] - y) * min(8, kk[1] - x))
