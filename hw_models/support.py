@@ -66,8 +66,16 @@ class Ctx:
         return None if t is None else t.dtype
 
     def const(self, i: int) -> np.ndarray | None:
+        """Operand ``i``'s value when it is known before running: a constant tensor or, on
+        an Ethos-U, a RESHAPE or IDENTITY chain of one (Vela 5.2 folds those: a fully
+        connected layer's weights written as RESHAPE(CONST) stay on the NPU; it does not fold
+        TRANSPOSE(CONST), checked with Vela on U55-128 and U85-256)."""
         t = self.t(i)
-        return None if t is None else t.data
+        if t is None:
+            return None
+        if t.data is not None or not self.device.family.startswith("ethos"):
+            return t.data
+        return _folded(self.block, self.op.inputs[i])
 
     def consumers(self) -> list[Operator]:
         outs = set(self.op.outputs)
@@ -75,6 +83,22 @@ class Ctx:
 
     def is_graph_output(self) -> bool:
         return any(o in self.block.outputs for o in self.op.outputs)
+
+
+def _folded(block: Block, name: str, depth: int = 0) -> np.ndarray | None:
+    """The value of ``name`` if it is a constant seen through RESHAPE/IDENTITY operators."""
+    t = block.tensors.get(name)
+    if t is None or depth > 16:
+        return None
+    if t.data is not None:
+        return t.data
+    for op in block.operators:
+        if name in op.outputs:
+            if op.op in ("RESHAPE", "IDENTITY") and op.inputs:
+                src = _folded(block, op.inputs[0], depth + 1)
+                return None if src is None else np.asarray(src).reshape(t.shape)
+            return None
+    return None
 
 
 Check = Callable[[Ctx], "str | None"]

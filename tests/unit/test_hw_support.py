@@ -54,11 +54,21 @@ def test_unknown_device() -> None:
     assert get_device("ETHOS_U85_256").name == "ethos-u85-256"
 
 
-def _conv(rescale: bool, in_dtype: str = "INT8", dynamic_weights: bool = False) -> Graph:
+def _conv(rescale: bool, in_dtype: str = "INT8", dynamic_weights: bool = False,
+          weights_via: str | None = None) -> Graph:
     b = GraphBuilder()
     x = b.input("x", (1, 8, 8, 4), in_dtype)
     if dynamic_weights:
         w = b.input("w", (4, 1, 1, 4), "INT8")
+    elif weights_via == "reshape":  # TFLite's and ExecuTorch's fully connected weights
+        w = b.const([[1, -2, 3, 1]] * 4, "INT8")
+        w = b.op("RESHAPE", [w, b.const([4, 1, 1, 4], "SHAPE")], (4, 1, 1, 4), "INT8")
+    elif weights_via == "identity":
+        w = b.op("IDENTITY", [b.const([[[[1, -2, 3, 1]]]] * 4, "INT8")], (4, 1, 1, 4), "INT8")
+    elif weights_via == "transpose":
+        w = b.op("TRANSPOSE", [b.const([[1, -2, 3, 1]] * 4, "INT8")], (4, 4), "INT8",
+                 perms=(1, 0))
+        w = b.op("RESHAPE", [w, b.const([4, 1, 1, 4], "SHAPE")], (4, 1, 1, 4), "INT8")
     else:
         w = b.const([[[[1, -2, 3, 1]]]] * 4, "INT8")
     acc, wide = ("INT48", "INT48") if in_dtype == "INT16" else ("INT32", "INT32")
@@ -216,3 +226,28 @@ def test_mali_rules_follow_model_converter(name: str, make, tmp_path) -> None:
                           capture_output=True, text=True, timeout=120)
     ours = not unsupported_reasons(get_device("mali-g710"), g, g.main, g.main.operators[-1])
     assert ours == (proc.returncode == 0), (proc.stdout[-800:], proc.stderr[-800:])
+
+
+@pytest.mark.parametrize("via,acc,expected", [
+    ("reshape", "ethos-u55-128", True), ("reshape", "ethos-u85-256", True),
+    ("identity", "ethos-u55-128", True), ("transpose", "ethos-u55-128", False),
+    ("transpose", "ethos-u85-256", True)])
+def test_weights_through_reshape(via: str, acc: str, expected: bool) -> None:
+    """Weights written as RESHAPE(CONST) or IDENTITY(CONST) are constant to Vela (it folds
+    them; TRANSPOSE(CONST) it does not fold, so an Ethos-U55 refuses the convolution): our rule
+    agrees, and with Vela (oracle) on the same graph."""
+    from tosa_jax.hw_models import partition
+
+    g = _conv(True, weights_via=via)
+    k = next(i for i, o in enumerate(g.main.operators) if o.op == "CONV2D")
+    reasons = unsupported_reasons(get_device(acc), g, g.main, g.main.operators[k])
+    assert (reasons == []) == expected, reasons
+    pg = partition(g, acc)
+    (dev,) = [p.device for p in pg.partitions if k in p.op_indices]
+    assert (dev == acc) == expected
+    if vela_available():
+        assert vela_verdict(write(g), acc).on_npu[k] is expected
+        if expected:  # the NPU partition we write (constants and the folded RESHAPE copied in)
+            (p,) = [p for p in pg.partitions if p.device == acc]
+            v = vela_verdict(write(p.graph), acc)
+            assert v.compiled and all(x is not False for x in v.on_npu.values()), v.error
