@@ -3,13 +3,14 @@
 The model, per operator on a device:
 
 * NPU (Ethos-U): each operation that Vela would schedule costs what Vela's performance model
-  computes, in its structure (``vela_terms`` below): MAC-array cycles from the micro-block and
-  traversal, output/activation cycles per element from Vela's published tables, memory cycles
-  of each access over its memory area's bandwidth, weight decode, and a per-operation overhead;
-  cycles = max(mac, output, decode, memory) + overhead. Only the terms Vela does not publish
-  (VELA_FIT) were set against its per-operation table; the held-out check is
-  ``bench/vela_cycles.py --held-out N`` (networks from tests/tj_hw_graphs.py
-  ``random_network`` that nothing was set on).
+  computes (for TOSA that is always regor, Vela 5.2's C++ core), in its structure
+  (``vela_terms`` for U55/U65, ``u85_terms`` for U85): MAC-array cycles from the micro-block,
+  traversal and OFM block, output/activation cycles per element from Vela's published tables,
+  memory cycles of each access over its memory area's (U85: memory channel's) bandwidth,
+  weight decode, and a per-operation overhead; cycles = max(mac, output, decode, memory) +
+  overhead. Only the terms Vela does not publish (VELA_FIT, U85_FIT) were set against its
+  per-operation table; the held-out check is ``bench/vela_cycles.py --held-out N`` (networks
+  from tests/tj_hw_graphs.py ``random_network`` that nothing was set on).
 * NPU fusion, as Vela does it: a RESCALE, TABLE or CLAMP right after the operator that makes its
   input (sole consumer) runs in that operator's output stage, and a RESCALE that only feeds
   ADD/SUB/MUL is the binary operator's input scaling: both cost nothing of their own; RESHAPE is
@@ -67,7 +68,7 @@ def op_class(op: str) -> str:
 
 # Micro-block of the NPU's MAC array (output width, height, depth) and input channels per step:
 # Arm Ethos-U55/U65 TRM "MAC unit" (these are the block sizes Vela's architecture_features uses
-# for the U55/U65 configs); for U85 the same per-MAC geometry is assumed.
+# for the U55/U65 configs); used for ``OpCost.work`` (the U85's own are in ``u85_terms``).
 UBLOCK: dict[int, tuple[int, int, int]] = {
     32: (1, 1, 4), 64: (1, 1, 8), 128: (2, 1, 8), 256: (2, 2, 8), 512: (2, 2, 8),
     1024: (4, 2, 16), 2048: (4, 4, 16),
@@ -85,7 +86,8 @@ IFM_STEP = 8
 # * mac: the MAC array ("DPU") cycles from the block configuration: per output micro-block
 #   (OFM_UBLOCK) and kernel element, one cycle per 8 input channels, with Vela's two traversals
 #   (depth-first: 4 cycles per 32-channel IFM block; part-kernel-first: 4 kernel elements x 8
-#   channels per 4 cycles) of which Vela takes the cheaper; depthwise: 4 cycles per micro-block
+#   channels per 4 cycles; U55: the cheaper, U65: regor's ChooseKernelMethod); depthwise: 4
+#   cycles per micro-block
 #   per 4 kernel elements; pooling: max(4, kernel elements) per micro-block; each step at least
 #   ``cycles_wb = 32 x ublock depth / 8`` (the weight fetch of one step, npu_performance.py).
 # * ao: activation/output cycles = output elements x max(output cycles per element of the
