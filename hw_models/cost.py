@@ -228,6 +228,8 @@ def vela_terms(block: Block, op: Operator, device: Any, act: str | None, weights
                 per_ublk = max(4, kk[0] * kk[1]) * (2 if in_bits == 16 else 1)
             step = 1.0
         mac = nxy * nz * per_ublk * step
+        if fit.get("regor_traversal") and device.family == "ethos-u65":
+            mac /= max(1, device.macs_per_cycle // 256)  # regor: DPU cycles / cores (U65-512)
         idx = 6 if op.op == "MAX_POOL2D" else (3 if in_bits == 16 else 7)
         ao_per = max(out_cpe[idx], act_cpe[{"TABLE": 0, "CLAMP": 1}.get(act or "", 2)])
         ao = n_out * ao_per * fit["ao_scale"]
