@@ -139,9 +139,7 @@ def _pad_input(x: Any, value: int | float, g: _ConvGeometry) -> Any:
 # A convolution of few input channels over a large output runs as one matrix product over
 # gathered patches (im2col): XLA CPU's convolution kernels handle a contraction of 3 channels
 # badly. Measured on this machine (int8, batch 1): ResNet's 7x7/2 stem on 224x224x3 9.5 -> 2.6 ms
-# of CPU, MobileNetV2's 3x3/2 stem 1.8 -> 0.6 ms; small images (34x34) gain nothing. A strided
-# one does better still as a stride-1 convolution over space-to-depth blocks (ResNet's stem,
-# min of 60 calls: int8 1.54 -> 1.23 ms, fp32 3.7 -> 2.9 ms; XLA's own convolution 14.2 / 5.0).
+# of CPU, MobileNetV2's 3x3/2 stem 1.8 -> 0.6 ms; small images (34x34) gain nothing.
 _IM2COL_MAX_CHANNELS = 4
 _IM2COL_MIN_POSITIONS = 2048
 
@@ -159,28 +157,6 @@ def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> 
     return lax.dot_general(patches, jnp.reshape(w, (-1, w.shape[-1])),
                            (((x.ndim - 1,), (0,)), ((), ())), precision=precision,
                            preferred_element_type=acc)
-
-
-def _space_to_depth_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
-    """A strided correlation as a stride-1 one over blocks of stride-many input positions: the
-    input [N, B*s..., C] as [N, B..., s*...*C], the kernel zero-padded to whole blocks. The
-    same products (and zeros), with more channels per tap."""
-    n, c, o = x.shape[0], x.shape[-1], w.shape[-1]
-    r, s = g.rank, g.strides
-    blocks = [-(-k // st) for k, st in zip(w.shape[:r], s)]
-    need = [(out - 1 + b) * st for out, b, st in zip(g.out_spatial, blocks, s)]
-    x = lax.slice(x, (0,) * x.ndim, (n, *(min(a, b) for a, b in zip(x.shape[1:-1], need)), c))
-    x = jnp.pad(x, [(0, 0)] + [(0, b - a) for a, b in zip(x.shape[1:-1], need)] + [(0, 0)])
-    x = x.reshape((n, *itertools.chain(*((b // st, st) for b, st in zip(need, s))), c))
-    x = x.transpose((0, *range(1, 2 * r, 2), *range(2, 2 * r + 1, 2), 2 * r + 1))
-    x = x.reshape((n, *(b // st for b, st in zip(need, s)), math.prod(s) * c))
-    w = jnp.pad(w, [(0, b * st - k) for k, b, st in zip(w.shape[:r], blocks, s)] + [(0, 0)] * 2)
-    w = w.reshape((*itertools.chain(*((b, st) for b, st in zip(blocks, s))), c, o))
-    w = w.transpose((*range(0, 2 * r, 2), *range(1, 2 * r, 2), 2 * r, 2 * r + 1))
-    w = w.reshape((*blocks, math.prod(s) * c, o))
-    return lax.conv_general_dilated(
-        x, w, window_strides=(1,) * r, padding=[(0, 0)] * r, dimension_numbers=g.specs(),
-        preferred_element_type=acc, precision=precision)
 
 
 def _pointwise_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
@@ -206,8 +182,6 @@ def _conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
             and 1 < math.prod(w.shape[:g.rank]) <= _TAPS_MAX
             and w.shape[g.rank] <= _IM2COL_MAX_CHANNELS
             and math.prod(g.out_spatial) >= _IM2COL_MIN_POSITIONS):
-        if any(s > 1 for s in g.strides) and all(d == 1 for d in g.dilation):
-            return _space_to_depth_conv(x, w, g, acc, precision)
         return _im2col_conv(x, w, g, acc, precision)
     return lax.conv_general_dilated(
         x, w, window_strides=g.strides, padding=[(0, 0)] * g.rank, rhs_dilation=g.dilation,
