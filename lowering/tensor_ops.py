@@ -139,9 +139,13 @@ def _pad_input(x: Any, value: int | float, g: _ConvGeometry) -> Any:
 # A convolution of few input channels over a large output runs as one matrix product over
 # gathered patches (im2col): XLA CPU's convolution kernels handle a contraction of 3 channels
 # badly. Measured on this machine (int8, batch 1): ResNet's 7x7/2 stem on 224x224x3 9.5 -> 2.6 ms
-# of CPU, MobileNetV2's 3x3/2 stem 1.8 -> 0.6 ms; small images (34x34) gain nothing.
+# of CPU, MobileNetV2's 3x3/2 stem 1.8 -> 0.6 ms. Integer ones gain from 16x16 outputs on
+# (cnn_int8's 3x3/2 stem on 32x32x3, min of 300 calls: 51 -> 22 us; the whole graph 0.17 ->
+# 0.12 ms), not at 8x8 (14 -> 17 us); float ones only on large images (cnn_fp32's stem: the
+# graph 0.08 -> 0.11 ms). A stride-1 convolution over space-to-depth blocks, tried for the
+# strided ones, was no faster.
 _IM2COL_MAX_CHANNELS = 4
-_IM2COL_MIN_POSITIONS = 2048
+_IM2COL_MIN_POSITIONS = {"int": 256, "float": 2048}
 
 
 def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
@@ -181,7 +185,8 @@ def _conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
     if (g.groups == 1 and all(d == 1 for d in g.lhs_dilation)
             and 1 < math.prod(w.shape[:g.rank]) <= _TAPS_MAX
             and w.shape[g.rank] <= _IM2COL_MAX_CHANNELS
-            and math.prod(g.out_spatial) >= _IM2COL_MIN_POSITIONS):
+            and math.prod(g.out_spatial) >= _IM2COL_MIN_POSITIONS[
+                "float" if precision is not None else "int"]):
         return _im2col_conv(x, w, g, acc, precision)
     return lax.conv_general_dilated(
         x, w, window_strides=g.strides, padding=[(0, 0)] * g.rank, rhs_dilation=g.dilation,

@@ -1,7 +1,7 @@
 """The fast forms of the convolutions against the reference model (x64 off and on): few input
-channels over a large output as one matrix product over patches (im2col), one-tap kernels
-(1x1, any stride and padding) as one matrix product over the input's channels, and
-DEPTHWISE_CONV2D as a sum over its kernel taps, with zero points, padding, stride, dilation and
+channels over an output of 256 positions or more as one matrix product over patches (im2col),
+one-tap kernels (1x1, any stride and padding) as one matrix product over the input's channels,
+and DEPTHWISE_CONV2D as a sum over its kernel taps, with zero points, padding, stride, dilation and
 a channel multiplier; int8 exactly, int16 x int8 (INT48) exactly."""
 
 from __future__ import annotations
@@ -109,3 +109,30 @@ def test_conv2d_pointwise_fp32(reference) -> None:
     # Dot-product compliance: each output is a 64-term sum; bound it by 64 ULPs of sum |x*w|.
     bound = 64 * np.finfo(np.float32).eps * (np.abs(x[:, ::2]) @ np.abs(w[:, 0, 0].T) + 1)
     assert np.all(np.abs(got.astype(np.float64) - expected) <= bound)
+
+
+def test_conv2d_few_channels_strided(reference) -> None:
+    # Strided, 3 channels, kernel sizes not multiples of the strides.
+    x = _int((1, 141, 91, 3), -128, 127, np.int8)
+    w = _int((6, 7, 5, 3), -128, 127, np.int8)
+    b, out = _graph("CONV2D", x, w, _int((6,), -999, 999, np.int32), 11, -6, "INT8", "INT32",
+                    (1, 71, 31, 6), pad=(3, 3, 2, 2), stride=(2, 3), dilation=(1, 1))
+    _check(reference, b, out, {"x": x})
+
+
+def test_conv3d_few_channels_strided(reference) -> None:
+    x = _int((1, 9, 65, 65, 2), -32768, 32767, np.int16)
+    w = _int((4, 3, 3, 3, 2), -128, 127, np.int8)
+    b, out = _graph("CONV3D", x, w, np.zeros(4, np.int64), 0, 0, "INT16", "INT48",
+                    (1, 5, 33, 33, 4), pad=(1, 1, 1, 1, 1, 1), stride=(2, 2, 2),
+                    dilation=(1, 1, 1))
+    _check(reference, b, out, {"x": x})
+
+
+def test_conv2d_few_channels_small_image(reference) -> None:
+    # 16x16 outputs: the patch-matrix form from 256 positions on.
+    x = _int((2, 33, 33, 3), -128, 127, np.int8)
+    w = _int((16, 3, 3, 3), -128, 127, np.int8)
+    b, out = _graph("CONV2D", x, w, _int((16,), -999, 999, np.int32), -128, 0, "INT8",
+                    "INT32", (2, 16, 16, 16), pad=(0, 0, 0, 0), stride=(2, 2), dilation=(1, 1))
+    _check(reference, b, out, {"x": x})
