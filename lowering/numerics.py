@@ -243,20 +243,24 @@ def _pow2(k: Array) -> Wide:
 
 
 def apply_scale_32(value: Array, multiplier: Array, shift: Array,
-                   double_round: bool = False, value_bits: int = 32) -> Array:
+                   double_round: bool = False, value_bits: int = 32,
+                   value_range: tuple[int, int] | None = None) -> Array:
     """apply_scale_32: (value * multiplier + round) >> shift, exactly, as int32.
 
     ``multiplier`` and ``shift`` broadcast against ``value`` (per-channel: along the last axis).
     ``value_bits``: a bound the caller knows, |value| < 2**(value_bits - 1) (RESCALE of an
-    8-bit input: 10), which allows a shorter exact form.
+    8-bit input: 10), or ``value_range``: lo <= value <= hi (RESCALE of an 8- or 16-bit input
+    less a constant zero point); either allows a shorter exact form where it cannot overflow.
     """
     if is_host(value, multiplier, shift):
         host = _apply_scale_32_host(value, multiplier, shift, double_round)
         if host is not None:
             return host
     value = as_i32(value)
-    if is_host(multiplier, shift) and value_bits <= 10:
-        narrow = _scale_32_narrow(value, multiplier, shift, double_round)
+    if value_range is None and value_bits < 32:
+        value_range = (1 - (1 << (value_bits - 1)), (1 << (value_bits - 1)) - 1)
+    if is_host(multiplier, shift) and value_range is not None:
+        narrow = _scale_32_narrow(value, multiplier, shift, double_round, value_range)
         if narrow is not None:
             return narrow
     if is_host(multiplier, shift):
@@ -292,16 +296,18 @@ def _mulhi_const(v: Array, m: np.ndarray) -> Array:
     return vh * mh + (x1 >> 16) + (x2 >> 16) + carry
 
 
-def _scale_32_narrow(value: Array, multiplier: Array, shift: Array,
-                     double_round: bool) -> Array | None:
-    """apply_scale_32 with constant scales of a value with |value| < 2**9 (an 8-bit input less
-    its zero point), in six int32 operations; None where it does not apply (negative
-    multipliers; shifts outside 1..47 or on both sides of 16).
+def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round: bool,
+                     value_range: tuple[int, int] = (-511, 511)) -> Array | None:
+    """apply_scale_32 with constant scales of a value known to lie in ``value_range`` (an 8- or
+    16-bit input less its zero point), in six int32 operations; None where it does not apply
+    (negative multipliers; shifts outside 1..47 or on both sides of 16; a range for which an
+    intermediate below could leave int32).
 
     m = mh 2**16 + ml (0 <= ml < 2**16, mh < 2**15): value * m = A 2**16 + B with A = value mh
-    and B = value ml, |A| < 2**24 and |B| < 2**25 exact in int32. With r = 2**(shift - 1):
+    and B = value ml (|A| < 2**24 and |B| < 2**25 for |value| < 2**9; the bounds are checked
+    for the given range). With r = 2**(shift - 1):
     * shift >= 17: r = 2**(shift - 17) 2**16, and floor((X 2**16 + B) / 2**shift) =
-      (X + (B >> 16)) >> (shift - 16) for X = A + 2**(shift - 17) (|X| < 2**31 for shift <= 47);
+      (X + (B >> 16)) >> (shift - 16) for X = A + 2**(shift - 17);
       DOUBLE_ROUND adds +-2**30 = +-2**14 2**16 to r for shift > 31, so +-2**14 to X;
     * shift <= 16: (A << (16 - shift)) + ((B + r) >> shift), modulo 2**32 like the spec's
       static_cast<int32_t> (A << (16 - shift) may wrap; the true product does not fit then)."""
@@ -310,17 +316,37 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array,
     if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 1 or s.max() > 47:
         return None
     mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
-    a, b = value * mh, value * ml
+    lo, hi = int(value_range[0]), int(value_range[1])
+
+    def span(k: int) -> tuple[int, int]:  # the range of value * c for 0 <= c <= k
+        return min(lo * k, 0), max(hi * k, 0)
+
+    a_lo, a_hi = span(int(mh.max()))
+    b_lo, b_hi = span(int(ml.max()))
+    if not (_fits_i32(a_lo, a_hi) and _fits_i32(b_lo, b_hi)):  # A and B exact in int32
+        return None
     if s.min() >= 17:
+        dr = 1 << 14 if double_round and s.max() > 31 else 0
+        x_lo, x_hi = a_lo + (1 << (int(s.min()) - 17)) - dr, a_hi + (1 << (int(s.max()) - 17)) + dr
+        if not (_fits_i32(x_lo, x_hi) and _fits_i32(x_lo + (b_lo >> 16), x_hi + (b_hi >> 16))):
+            return None
+        a, b = value * mh, value * ml
         x = a + (np.int64(1) << (s - 17)).astype(np.int32)
-        if double_round and s.max() > 31:
+        if dr:
             x = x + jnp.where(value >= 0, np.where(s > 31, 1 << 14, 0).astype(np.int32),
                               np.where(s > 31, -(1 << 14), 0).astype(np.int32))
         return (x + (b >> 16)) >> (s - 16).astype(np.int32)
     if s.max() <= 16:  # DOUBLE_ROUND only differs for shift > 31
+        if not _fits_i32(b_lo, b_hi + (1 << (int(s.max()) - 1))):
+            return None
+        a, b = value * mh, value * ml
         rnd = (np.int64(1) << (s - 1)).astype(np.int32)
         return (a << (16 - s).astype(np.int32)) + ((b + rnd) >> s.astype(np.int32))
     return None
+
+
+def _fits_i32(lo: int, hi: int) -> bool:
+    return -(1 << 31) <= lo and hi < 1 << 31
 
 
 def _scale_32_const(value: Array, multiplier: Array, shift: Array,

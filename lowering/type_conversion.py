@@ -86,7 +86,8 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         value = value - in_zp  # fits int32: only 8/16-bit inputs have zero points
         narrow = 10 if in_t in ("INT8", "INT4") else 32  # |value - zp| <= 255 for 8 bits
         result = (apply_scale_32(value, multiplier, shift, rounding_mode == "DOUBLE_ROUND",
-                                 value_bits=narrow)
+                                 value_bits=narrow, value_range=_value_range(
+                                     in_t, in_zp, input_unsigned))
                   if scale32 else apply_scale_16(wide(value), multiplier, shift))
 
     result = result + out_zp
@@ -99,6 +100,15 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     return saturate_cast(result, out_t)
 
 
+
+
+def _value_range(in_t: str, in_zp: Any, input_unsigned: bool) -> tuple[int, int] | None:
+    """The range of RESCALE's value - input_zp for an 8- or 16-bit input and a constant zero
+    point (apply_scale_32 then takes a shorter exact form); None otherwise."""
+    if not isinstance(in_zp, int) or in_t not in ("INT4", "INT8", "INT16"):
+        return None
+    lo, hi = (0, (1 << INT_BITS[in_t]) - 1) if input_unsigned else INT_RANGES[in_t]
+    return lo - in_zp, hi - in_zp
 
 
 def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndarray,

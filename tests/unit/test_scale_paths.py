@@ -87,3 +87,54 @@ def test_narrow_values_constant_scales(x64: bool, double_round: bool,
     assert np.asarray(got).dtype == np.int32
     np.testing.assert_array_equal(np.asarray(got), want)
     np.testing.assert_array_equal(np.asarray(one), want[:, 2])
+
+
+def _spec_vec(value: np.ndarray, mult: np.ndarray, shift: np.ndarray,
+              double_round: bool) -> np.ndarray:
+    """The spec's formula in numpy int64 (exact: |value| <= 2**16, multiplier < 2**31)."""
+    v, m, s = value.astype(np.int64), mult.astype(np.int64), shift.astype(np.int64)
+    rnd = np.int64(1) << (s - 1)
+    if double_round:
+        rnd = rnd + np.where(s > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
+    return ((v * m + rnd) >> s).astype(np.int32)  # astype wraps modulo 2**32: static_cast
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("double_round", [False, True])
+@pytest.mark.parametrize("value_range", [(-32768, 32767), (0, 65535), (-32768 - 5, 32767 - 5)])
+@pytest.mark.parametrize("shifts", [(17, 46), (1, 16), (30, 30), (47, 47), (37, 37)])
+def test_16_bit_values_constant_scales(x64: bool, double_round: bool,
+                                       value_range: tuple[int, int],
+                                       shifts: tuple[int, int]) -> None:
+    """RESCALE of a 16-bit input less a constant zero point (value_range): the short form
+    where it cannot overflow, the full one elsewhere; every value of the range against the
+    spec's formula, per channel and per tensor, including the extreme multipliers."""
+    rng = np.random.default_rng(shifts[0] * 11 + double_round + value_range[0] % 7)
+    channels = 6
+    shift = rng.integers(shifts[0], shifts[1] + 1, channels).astype(np.int32)
+    mult = np.concatenate([[2**31 - 1, 2**30, 65535, 65536],
+                           rng.integers(0, 2**31, channels)])[:channels].astype(np.int32)
+    value = np.repeat(np.arange(value_range[0], value_range[1] + 1, dtype=np.int32)[:, None],
+                      channels, axis=1)
+    want = _spec_vec(value, mult, shift, double_round)
+    with jax.enable_x64(x64):
+        got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, double_round,
+                                                  value_range=value_range))(value)
+        one = jax.jit(lambda v: nx.apply_scale_32(v, mult[1], shift[1], double_round,
+                                                  value_range=value_range))(value[:, 1])
+    assert np.asarray(got).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(np.asarray(one), want[:, 1])
+
+
+def test_16_bit_short_form_taken_where_safe() -> None:
+    """The short form applies to a signed 16-bit input (zero point 0) for every multiplier and
+    shift 1..47, and is refused where value * (multiplier & 0xFFFF) could leave int32 (a
+    uint16 input with zero point 0, one value past the int16 range)."""
+    for mult in (2**31 - 1, 2**30, 65535, 0):
+        for shift in (1, 16, 17, 31, 46, 47):
+            assert nx._scale_32_narrow(np.int32(0), np.int32(mult), np.int32(shift), True,
+                                       (-32768, 32767)) is not None, (mult, shift)
+    big = np.int32(2**31 - 1)
+    assert nx._scale_32_narrow(np.int32(0), big, np.int32(40), False, (0, 65535)) is None
+    assert nx._scale_32_narrow(np.int32(0), big, np.int32(40), False, (-32769, 32767)) is None
