@@ -175,7 +175,8 @@ class CompileCache:
         if data[at:at + n] != key_text:  # another key under the same file name: foreign
             return None
         at += n
-        digest, body = data[at:at + 32], data[at + 32:]
+        # A view, not a copy: entries of large graphs are megabytes (weights are constants).
+        digest, body = data[at:at + 32], memoryview(data)[at + 32:]
         if len(digest) != 32 or hashlib.sha256(body).digest() != digest:
             return None
         try:
