@@ -39,7 +39,7 @@ def vela_counts(path: Path, target: str, out: Path) -> tuple[int, int, list[str]
 
 def ours(path: Path, target: str) -> tuple[int, int, collections.Counter]:
     from tosa_jax import hw_models
-    from tosa_jax.model import read_source
+    from tosa_jax.frontends import read_source
 
     graph = read_source(path)
     pg = hw_models.partition(graph, target)

@@ -230,7 +230,7 @@ def partition(graph: Graph, target: str | Sequence[str], policy: Policy | None =
     from operator index, location, output tensor name or operator type to a device name. A
     policy wins over support: it is the user's decision (any refusal is kept in ``notes``).
     """
-    from tosa_jax.model import read_source
+    from tosa_jax.frontends import read_source
 
     graph = read_source(graph)
     targets = [target] if isinstance(target, str) else list(target)

@@ -42,7 +42,7 @@ def _parse_inputs(model: Model, specs: list[str], mmap: bool = False) -> dict[st
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from tosa_jax.model import read_source
+    from tosa_jax.frontends import read_source
 
     g = read_source(args.graph)  # no lowering needed to describe a graph
     major, minor, patch, draft = g.version
@@ -62,7 +62,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Print what a graph requires and any ERROR_IF it breaks; 0 when valid (for the target)."""
     from tosa_jax import profiles  # reads the IR only: no JAX tracing, no lowering
-    from tosa_jax.model import read_source
+    from tosa_jax.frontends import read_source
 
     profile = args.profile[0] if args.profile and len(args.profile) == 1 else args.profile
     try:
@@ -201,8 +201,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
     import json
 
     from tosa_jax import hw_models
+    from tosa_jax.frontends import read_source
     from tosa_jax.hw_models.cost import vela_cycles_total
-    from tosa_jax.model import read_source
 
     graph = read_source(args.graph)
     policy = None

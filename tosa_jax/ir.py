@@ -280,3 +280,13 @@ def file_bytes(path: str | os.PathLike) -> bytes:
         raise TosaFormatError(f"{path}: not a file")
     with open(path, "rb") as f:
         return f.read()
+
+
+def source_bytes(source: object) -> tuple[bytes | None, str | None]:
+    """The bytes of a path or a bytes-like source and the path to name in errors (None for
+    bytes); (None, None) for anything else (a Graph, a Model)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), None
+    if isinstance(source, (str, os.PathLike)):
+        return file_bytes(source), os.fspath(source)
+    return None, None

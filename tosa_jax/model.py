@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from tosa_jax.cache import CompileCache, code_digest, open_cache
-from tosa_jax.errors import TosaError, TosaFormatError, TosaInputError, TosaLimitError
+from tosa_jax.errors import TosaInputError, TosaLimitError
 from tosa_jax.executor import (
     graph_function,
     graph_state_function,
@@ -28,7 +28,7 @@ from tosa_jax.ir import (
     INT_RANGES,
     Graph,
     Wide,
-    file_bytes,
+    source_bytes,
     wide_to_numpy,
 )
 from tosa_jax.limits import Limits, check_graph, human_bytes
@@ -52,25 +52,15 @@ class TensorSpec:
         return f"TensorSpec({self.name!r}, {list(self.shape)}, {self.dtype})"
 
 
-def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | Model,
-                limits: Limits | None = None) -> Graph:
-    """A Graph from a path, bytes, a Graph or a Model; a Graph (a Model's graph) is returned as
-    it is, unchecked."""
-    return _read(source, limits)[0]
-
-
 def _read(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | Model,
           limits: Limits | None = None) -> tuple[Graph, str | None]:
     """The Graph and the SHA-256 of the bytes it was read from (None for a Graph or Model)."""
-    if isinstance(source, Graph):
-        return source, None
-    if isinstance(source, Model):
-        return source.graph, None
-    data, label = _bytes_of(source)
-    if data is not None:
-        return _parse(data, label, limits), hashlib.sha256(data).hexdigest()
-    raise TosaFormatError(f"cannot load a TOSA graph from {type(source).__name__}: "
-                          "give a path, bytes, a tosa_jax.Graph or a tosa_jax.Model")
+    data, label = source_bytes(source)
+    if data is None:  # a Graph or a Model, or a type the reader refuses
+        from tosa_jax import frontends
+
+        return frontends.read_source(source, limits), None
+    return _parse(data, label, limits), hashlib.sha256(data).hexdigest()
 
 
 def compiled_bytes(compiled: Any) -> tuple[int, int]:
@@ -573,7 +563,7 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     opts = {"device": device, "limits": limits, "profile": profile, "extensions": extensions,
             "level": level, "cache": cache, "tiered": tiered}
     store = open_cache(cache)
-    data, label = _bytes_of(source)
+    data, label = source_bytes(source)
     if data is None or store is None:
         graph, digest = _read(source, limits)
         return Model(graph, digest=digest, **opts)
@@ -598,25 +588,12 @@ def _validate(graph: Graph, *target: Any) -> Any:
     return validate(graph, *target)
 
 
-def _bytes_of(source: Any) -> tuple[bytes | None, str | None]:
-    """The bytes of a path or a bytes-like source (None for a Graph), and the path to name in
-    errors."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source), None
-    if isinstance(source, (str, os.PathLike)):
-        return file_bytes(source), os.fspath(source)
-    return None, None
-
-
 def _parse(data: bytes, label: str | None, limits: Limits | None) -> Graph:
+    """Any front-door format (TOSA flatbuffer, TOSA MLIR, TFLite); the reader is imported here,
+    not when a model comes from the compile cache."""
     from tosa_jax import frontends
 
-    try:  # any front-door format: TOSA flatbuffer, TOSA MLIR, TFLite (tosa_jax.frontends)
-        return frontends.read(data, limits=limits, what=label or "input")
-    except TosaError as e:
-        if label is None:
-            raise
-        raise type(e)(f"{label}: {e}") from e
+    return frontends.read_labelled(data, label, limits)
 
 
 def _device(device: jax.Device | str | None) -> jax.Device | None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+GRAPH = Path(__file__).resolve().parents[1] / "fixtures" / "cnn_int8.tosa"
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -29,9 +32,22 @@ _HELP = ("from tosa_jax.cli import main\n"
     "import tosa_jax.hw_models",
     "import tosa_jax; tosa_jax.GraphBuilder; tosa_jax.TosaError",
     *(_HELP.format(cmd) for cmd in ("info", "check", "run", "partition")),
+    # reading and describing a graph needs the reader, never JAX: the commands themselves, and
+    # the partitioner given a path
 ])
 def test_no_jax_without_lowering(code: str) -> None:
     assert _loaded_after(code) == set()
+
+
+@pytest.mark.parametrize("code", [
+    *(f"from tosa_jax.cli import main\nassert main(['{cmd}', {str(GRAPH)!r}]) == 0"
+      for cmd in ("info", "check")),
+    f"from tosa_jax import hw_models\nhw_models.partition({str(GRAPH)!r}, 'ethos-u55-128')",
+])
+def test_reading_a_graph_needs_no_jax(code: str) -> None:
+    """``tosa-jax info`` / ``check`` and the partitioner read a file with the flatbuffer reader
+    alone (frontends.read_source), not through the Model."""
+    assert _loaded_after(code) == {"flatbuffers"}
 
 
 def test_lazy_public_names_resolve() -> None:

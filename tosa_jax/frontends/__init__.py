@@ -16,12 +16,13 @@ TosaConverterMissingError naming the extra. Conversions are cached by content ha
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from tosa_jax import serialization
 from tosa_jax.errors import TosaError, TosaFormatError
 from tosa_jax.frontends import _cache, _tools, mlir, tflite
-from tosa_jax.ir import Graph
+from tosa_jax.ir import Graph, source_bytes
 from tosa_jax.limits import Limits
 
 FORMATS = {
@@ -84,14 +85,31 @@ def read(data: bytes, limits: Limits | None = None, *, what: str = "input") -> G
         raise type(e)(f"{e} (in the TOSA graph converted from the {FORMATS[fmt]})") from e
 
 
-def _as_bytes(source: str | os.PathLike | bytes) -> tuple[bytes, str]:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source), "input"
-    path = Path(source)
-    if not path.is_file():
-        raise TosaFormatError(f"{path}: no such file" if not path.exists() else
-                              f"{path}: not a file")
-    return path.read_bytes(), str(path)
+def read_labelled(data: bytes, label: str | None, limits: Limits | None = None) -> Graph:
+    """``read`` for the bytes of the file ``label`` (None: bytes given as such): errors name it."""
+    try:
+        return read(data, limits=limits, what=label or "input")
+    except TosaError as e:
+        if label is None:
+            raise
+        raise type(e)(f"{label}: {e}") from e
+
+
+def read_source(source: str | os.PathLike | bytes | bytearray | memoryview | Graph | object,
+                limits: Limits | None = None) -> Graph:
+    """A Graph from a path, bytes, a Graph or a Model, without JAX (``tosa-jax info``, ``check``
+    and the partitioner read graphs through it); a Graph (a Model's graph) is returned as it is,
+    unchecked."""
+    if isinstance(source, Graph):
+        return source
+    model = sys.modules.get("tosa_jax.model")  # a Model exists only once that module is loaded
+    if model is not None and isinstance(source, model.Model):
+        return source.graph
+    data, label = source_bytes(source)
+    if data is None:
+        raise TosaFormatError(f"cannot load a TOSA graph from {type(source).__name__}: "
+                              "give a path, bytes, a tosa_jax.Graph or a tosa_jax.Model")
+    return read_labelled(data, label, limits)
 
 
 def convert(source: str | os.PathLike | bytes, to: str = "tosa", *, generic: bool = False,
@@ -101,7 +119,10 @@ def convert(source: str | os.PathLike | bytes, to: str = "tosa", *, generic: boo
     generic form) or "mlirbc" (TOSA MLIR bytecode)."""
     if to not in ("tosa", "mlir", "mlirbc"):
         raise TosaFormatError(f"cannot convert to {to!r}: give 'tosa', 'mlir' or 'mlirbc'")
-    data, what = _as_bytes(source)
+    data, label = source_bytes(source)
+    if data is None:
+        raise TosaFormatError(f"cannot convert {type(source).__name__}: give a path or bytes")
+    what = label or "input"
     try:
         tosa = to_tosa(data, what=what, progress=progress)
         read(tosa)  # the same checks (and errors) as load()
