@@ -10,8 +10,9 @@ Two processes, because torch/ExecuTorch and tosa_jax/the reference model live in
 virtualenvs:
 
 1. ``--stage export``, run by ``$TOSA_JAX_ET_PYTHON`` (default /work/venv-et/bin/python; torch
-   2.13, executorch 1.5.1, scikit-learn): seeded 75/25 stratified split, trains the CNN, reports
-   PyTorch FP32 test accuracy, exports ``digits_fp32.tosa`` and ``digits_int8.tosa`` (symmetric
+   2.13, executorch 1.5.1, scikit-learn and tosa_jax: ``pip install -e '.[torch]'``): seeded
+   75/25 stratified split, trains the CNN, reports PyTorch FP32 test accuracy, exports
+   ``digits_fp32.tosa`` and ``digits_int8.tosa`` with ``tosa_jax.export_torch`` (symmetric
    int8 PTQ calibrated on 128 training images) and writes the test set (float32 and int8,
    quantized with the exported input scale/zero point), the labels, PyTorch's logits and
    ``meta.json`` into the work directory.
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,9 +76,6 @@ def stage_export(work: Path) -> None:
     from sklearn.model_selection import train_test_split
     from torch import nn
 
-    sys.path.insert(0, str(REPO / "bench"))
-    from export_models import graph_io, input_qparams
-
     times: dict[str, float] = {}
     digits = load_digits()
     x = (digits.images.astype(np.float32) / 16.0 - 0.5) / 0.5  # 0..16 -> [-1, 1]
@@ -110,46 +107,31 @@ def stage_export(work: Path) -> None:
     torch_acc = float(np.mean(logits.argmax(1) == yte))
     print(f"PyTorch FP32 test accuracy {torch_acc:.4f} ({len(yte)} samples)", flush=True)
 
-    from executorch.backends.arm.quantizer import (
-        TOSAQuantizer,
-        get_symmetric_quantization_config,
-    )
-    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
-    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
-    from executorch.exir import to_edge_transform_and_lower
+    from tosa_jax.frontends.pytorch import export_torch  # the one ExecuTorch pipeline
 
     example, calib = export_inputs(xtr_t)
     # the trained weights and the training split, for checks of other export paths
-    # (tests/test_frontends_torch.py: tosa_jax.from_torch on this network)
     torch.save(model.state_dict(), work / "digits_cnn.pt")
     np.save(work / "train_x_fp32.npy", xtr)
     meta: dict = {}
     for profile, stem in (("FP", "digits_fp32"), ("INT", "digits_int8")):
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory() as tmp:
-            spec = TosaCompileSpec(f"TOSA-1.0+{profile}")
-            spec.dump_intermediate_artifacts_to(tmp)
-            with torch.no_grad():
-                # check_guards=False: see export_models.py (torch 2.13 guards submodule).
-                gm = torch.export.export(model, example, strict=True).module(check_guards=False)
-                if profile == "INT":
-                    quantizer = TOSAQuantizer(spec)
-                    quantizer.set_global(get_symmetric_quantization_config())
-                    gm = quantizer._quantize_with_submodules(gm, calib, False, True)
-                to_edge_transform_and_lower(torch.export.export(gm, example, strict=True),
-                                            partitioner=[TOSAPartitioner(spec)])
-            (found,) = sorted(Path(tmp).rglob("*.tosa"))
-            shutil.copyfile(found, work / f"{stem}.tosa")
+        exported = export_torch(model, example, quantize=profile == "INT", calibration=calib,
+                                spec=f"TOSA-1.0+{profile}", progress=False)
+        exported.save(work / f"{stem}.tosa")
         times[f"export_{profile.lower()}_s"] = time.perf_counter() - t0
-        ((in_name, in_shape, in_dtype),), outs, _ = graph_io(work / f"{stem}.tosa")
+        block = exported.graph.main
+        (in_name,) = block.inputs
+        in_shape, in_dtype = block.tensors[in_name].shape, block.tensors[in_name].dtype
         meta[profile] = {"input": in_name, "input_shape": list(in_shape), "input_dtype": in_dtype,
-                         "outputs": [o[0] for o in outs]}
+                         "outputs": list(block.outputs)}
         if profile == "INT":
-            scale, zp, qmin, qmax = input_qparams(gm)
-            meta[profile].update(scale=scale, zero_point=zp, qmin=qmin, qmax=qmax)
-            # The same quantization the graph's dropped quantize op would apply (round half even).
-            q = torch.clamp(torch.round(xte_t / scale) + zp, qmin, qmax)
-            xq = q.numpy().astype(np.dtype(in_dtype.lower()))
+            q = exported.input_qparams[0]
+            assert q is not None, "the INT graph's input has no quantize op"
+            meta[profile].update(scale=q.scale, zero_point=q.zero_point, qmin=q.qmin,
+                                 qmax=q.qmax)
+            # the quantization the graph's dropped quantize op would apply (round half even)
+            xq = q.quantize(xte[:, None])
             np.save(work / "test_x_int8.npy", xq.reshape(len(xq), *in_shape[1:]))
         print(f"exported {stem}.tosa in {times[f'export_{profile.lower()}_s']:.1f} s", flush=True)
     fp_shape = meta["FP"]["input_shape"][1:]  # C=1, so NCHW and NHWC hold the same order

@@ -83,7 +83,7 @@ except ImportError:  # the IREE worker's own environment has no tosa_jax: the fi
     import importlib.util
 
     _spec = importlib.util.spec_from_file_location("tosa_jax_testing",
-                                                   ROOT / "tosa_jax" / "testing.py")
+                                                   ROOT / "tosa_jax" / "testing" / "__init__.py")
     assert _spec is not None and _spec.loader is not None
     _testing = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_testing)

@@ -46,6 +46,9 @@ import numpy as np
 import torch
 from torch import nn
 
+import tosa_jax
+from tosa_jax.frontends.pytorch import export_torch
+
 SEED = 0
 N_CALIB = 16
 
@@ -363,43 +366,21 @@ MODELS: dict[str, ModelDef] = {
 ZOO: list[str] = ["bert_tiny", "unet", "resnet", "mobilenetv2", "lstm"]
 
 
-def input_qparams(gm: torch.fx.GraphModule) -> tuple[float, int, int, int]:
-    """Return (scale, zero_point, qmin, qmax) of the quantize op on the first input."""
-    for node in gm.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        for user in node.users:
-            if "quantize_per_tensor" in str(user.target):
-                _, scale, zp, qmin, qmax, _ = user.args
-                return float(scale), int(zp), int(qmin), int(qmax)
-    raise RuntimeError("no quantize_per_tensor on the graph input")
-
-
 Io = list[tuple[str, tuple[int, ...], str]]
 
 
-def graph_io(path: Path) -> tuple[Io, Io, str]:
-    """Read (inputs, outputs, version) from a TOSA flatbuffer; tensors as (name, shape, dtype)."""
-    from tosa.DType import DType
-    from tosa.TosaGraph import TosaGraph
-
-    dtypes = {v: k for k, v in vars(DType).items() if not k.startswith("_")}
-    g = TosaGraph.GetRootAs(path.read_bytes(), 0)
-    v = g.Version()
-    version = f"{v._Major()}.{v._Minor()}.{v._Patch()}{' draft' if v._Draft() else ''}"
-    block = g.Regions(0).Blocks(0)
-    tensors = {}
-    for i in range(block.TensorsLength()):
-        t = block.Tensors(i)
-        tensors[t.Name().decode()] = (tuple(int(d) for d in t.ShapeAsNumpy()), dtypes[t.Type()])
-    ins = [block.Inputs(i).decode() for i in range(block.InputsLength())]
-    outs = [block.Outputs(i).decode() for i in range(block.OutputsLength())]
-    return [(n, *tensors[n]) for n in ins], [(n, *tensors[n]) for n in outs], version
+def graph_io(graph: tosa_jax.Graph) -> tuple[Io, Io, str]:
+    """(inputs, outputs, version) of a graph; tensors as (name, shape, dtype)."""
+    block = graph.main
+    major, minor, patch, draft = graph.version
+    version = f"{major}.{minor}.{patch}{' draft' if draft else ''}"
+    io = [[(n, tuple(block.tensors[n].shape), block.tensors[n].dtype) for n in names]
+          for names in (block.inputs, block.outputs)]
+    return io[0], io[1], version
 
 
 def export(name: str, profile: str, out_dir: Path) -> Path:
     """Export model `name` for `profile`; write the .tosa and example input into out_dir."""
-    from tosa_jax.frontends.pytorch import export_torch  # the package's ExecuTorch pipeline
 
     mdef = MODELS[name]
     torch.manual_seed(SEED)
@@ -411,10 +392,9 @@ def export(name: str, profile: str, out_dir: Path) -> Path:
     stem = f"{name}_{SUFFIX[profile]}"
     exported = export_torch(model, example, quantize=profile == "INT", calibration=calib,
                             spec=PROFILES[profile])
-    gm = exported.graph_module
     dst = exported.save(out_dir / f"{stem}.tosa")
 
-    inputs, outputs, version = graph_io(dst)
+    inputs, outputs, version = graph_io(exported.graph)
     ((in_name, in_shape, in_dtype),) = inputs
     if profile == "FP":
         arr = example[0].numpy().astype(np.float32).reshape(in_shape)
@@ -428,13 +408,13 @@ def export(name: str, profile: str, out_dir: Path) -> Path:
             f"out {out_name} {out_shape}"
         )
         return dst
-    scale, zp, qmin, qmax = input_qparams(gm)
-    q = torch.clamp(torch.round(example[0] / scale) + zp, qmin, qmax)
-    arr = q.numpy().astype(np.dtype(in_dtype.lower())).reshape(in_shape)
+    q = exported.input_qparams[0]
+    assert q is not None, "the INT graph's input has no quantize op"
+    arr = q.quantize(example[0].numpy()).reshape(in_shape)
     np.save(out_dir / f"{stem}.input.npy", arr)
     print(
         f"{dst}: {dst.stat().st_size} B, TOSA {version}, in {in_name} {in_shape} {in_dtype} "
-        f"(scale={scale:.6g}, zp={zp}), out {[o[0] for o in outputs]}"
+        f"(scale={q.scale:.6g}, zp={q.zero_point}), out {[o[0] for o in outputs]}"
     )
     return dst
 

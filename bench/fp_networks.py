@@ -5,22 +5,16 @@ PyTorch on the FP32 network fixtures (tests/fixtures/*_fp32.*, from bench/export
 
 Prints one row per network: max |a - b| over the output for each pair, the network tolerance
 T = B * 2**-23 * max|ref64| of tests/test_networks_fp.py (B: summed per-operator allowance in
-ulp, see tests/tj_fp_oracle.py) and the output scale max|ref64|.
+ulp, see tosa_jax/testing/reference.py) and the output scale max|ref64|.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
-sys.path.insert(0, str(TESTS))
-
-from tj_fp_oracle import error_budget, network_tolerance, run_reference_fp  # noqa: E402
-
-import tosa_jax  # noqa: E402
+import tosa_jax
+from tosa_jax.testing import FIXTURES
+from tosa_jax.testing.reference import error_budget, network_tolerance, run_reference_fp
 
 NETWORKS = ["cnn_fp32", "encoder_fp32", "gru_fp32"]
 
@@ -31,11 +25,11 @@ def main() -> None:
             "tj-ref32", "T", "B(ulp)", "max|ref64|"]
     print(" | ".join(f"{c:>12}" for c in cols))
     for name in NETWORKS:
-        path = TESTS / "fixtures" / f"{name}.tosa"
+        path = FIXTURES / f"{name}.tosa"
         model = tosa_jax.load(path)
         inp, out = model.inputs[0].name, model.outputs[0].name
-        x = np.load(TESTS / "fixtures" / f"{name}.input.npy")
-        torch_out = np.load(TESTS / "fixtures" / f"{name}.torch.npy").astype(np.float64)
+        x = np.load(FIXTURES / f"{name}.input.npy")
+        torch_out = np.load(FIXTURES / f"{name}.torch.npy").astype(np.float64)
         tj = model.run({inp: x})[out].astype(np.float64)
         ref32 = run_reference_fp(path, {inp: x}, [out], precise=False)[out].astype(np.float64)
         ref64 = run_reference_fp(path, {inp: x}, [out], precise=True)[out]

@@ -98,11 +98,8 @@ def check_model(name: str, files: dict[str, Path]) -> dict:
     import jax
     import numpy as np
 
-    sys.path.insert(0, str(REPO / "tests"))
-    from tj_fp_oracle import run_reference_fp
-    from tj_oracle import run_reference
-
     import tosa_jax
+    from tosa_jax.testing.reference import run_reference, run_reference_fp
 
     row: dict = {"model": name}
     for kind in ("int8", "fp32"):

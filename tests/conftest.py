@@ -1,19 +1,19 @@
-"""pytest configuration: puts tests/ on sys.path for tj_oracle and provides fixtures."""
+"""pytest configuration: the tests' own compile cache and the ``reference`` fixture.
+
+Helpers shared with bench/ (oracles, networks, the conformance harness) live in
+``tosa_jax.testing``: tests/ and bench/ never import each other."""
 
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 # The persistent compile cache: the tests' own, never the user's (tests of the cache make more).
 os.environ.setdefault("TOSA_JAX_CACHE_DIR", tempfile.mkdtemp(prefix="tosa_jax_test_cache-"))
 
-from tj_oracle import run_reference  # noqa: E402
+from tosa_jax.testing.reference import run_reference  # noqa: E402
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ except GELU (legalized as the tanh approximation; Keras/LiteRT's is the erf form
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,22 +22,9 @@ pytest.importorskip("ai_edge_litert")
 
 import tosa_jax  # noqa: E402
 from tosa_jax.cli import main as cli  # noqa: E402
+from tosa_jax.testing import tflite_litert as bench  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 N = 16
-
-
-def _bench():
-    name = "tosa_jax_bench_tflite_litert"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "tflite_litert.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-bench = _bench()
 MODELS = bench.MODELS_DIR
 
 

@@ -1,14 +1,11 @@
 """tosa_jax.from_torch: PyTorch modules through ExecuTorch's Arm backend (the torch extra;
 skipped without torch and executorch). Oracles: PyTorch's own output (FP), the TOSA reference
-model on the exported graph (INT), and the digits study's graphs (bench/accuracy_digits.py),
-exported there by the study's own copy of the pipeline.
+model on the exported graph (INT). (The digits study, bench/accuracy_digits.py, exports through
+this same ``export_torch``: tests/test_accuracy_digits.py judges its graphs.)
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("executorch")
 
-from tj_oracle import run_reference  # noqa: E402
-
 import tosa_jax  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-DIGITS = REPO / ".cache" / "digits"
+from tosa_jax.testing.reference import run_reference  # noqa: E402
 
 
 class Tiny(torch.nn.Module):
@@ -81,48 +74,3 @@ def test_bad_spec_string(tiny) -> None:
     module, example, _ = tiny
     with pytest.raises(tosa_jax.TosaInputError, match="INT spec"):
         tosa_jax.from_torch(module, example, quantize=True, spec="TOSA-1.0+FP")
-
-
-def _digits_bench():
-    name = "tosa_jax_bench_accuracy_digits"
-    if name not in sys.modules:
-        sys.path.insert(0, str(REPO / "bench"))
-        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "accuracy_digits.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-NEEDED = ["digits_cnn.pt", "train_x_fp32.npy", "digits_fp32.tosa", "digits_int8.tosa",
-          "test_x_fp32.npy", "test_x_int8.npy", "meta.json"]
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not all((DIGITS / f).exists() for f in NEEDED),
-                    reason="run bench/accuracy_digits.py first")
-def test_from_torch_digits_same_as_study() -> None:
-    """from_torch on the study's trained network gives the study's graphs: the same .tosa
-    bytes, and the same outputs on the whole held-out split."""
-    bench = _digits_bench()
-    meta = json.loads((DIGITS / "meta.json").read_text())
-    net = bench.build_network()
-    net.load_state_dict(torch.load(DIGITS / "digits_cnn.pt"))
-    net.eval()
-    example, calib = bench.export_inputs(torch.from_numpy(np.load(DIGITS / "train_x_fp32.npy")
-                                                          [:, None]))
-    for profile, stem, xs in (("FP", "digits_fp32", "test_x_fp32.npy"),
-                              ("INT", "digits_int8", "test_x_int8.npy")):
-        model = tosa_jax.from_torch(net, example, quantize=profile == "INT", calibration=calib,
-                                    spec=f"TOSA-1.0+{profile}", progress=False)
-        study = (DIGITS / f"{stem}.tosa").read_bytes()
-        assert model.export.tosa == study, profile
-        x = np.load(DIGITS / xs)
-        out = meta[profile]["outputs"][0]
-        ours = tosa_jax.evaluate(model, x, metric=None, progress=False).outputs[out]
-        theirs = tosa_jax.evaluate(tosa_jax.load(study), x, metric=None,
-                                   progress=False).outputs[out]
-        np.testing.assert_array_equal(ours, theirs)
-        if profile == "INT":
-            q = model.export.input_qparams[0]
-            assert (q.scale, q.zero_point) == (meta["INT"]["scale"], meta["INT"]["zero_point"])

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES
 
 import tosa_jax
+from tosa_jax.testing import FIXTURES
 
 EPS = 1e-2
 RTOL = 5e-3

@@ -6,9 +6,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES
 
 import tosa_jax
+from tosa_jax.testing import FIXTURES
 
 NETWORKS = ["cnn_int8", "mlp_attn_int8"]
 

@@ -2,8 +2,8 @@
 bench/export_models.py --profile FP): a CNN, a transformer encoder block and a GRU.
 
 (a) tosa_jax against the reference model in precise (FP64) mode, the verifier's compliance
-    reference, within ``T = B * 2**-23 * max|ref64|`` (tj_fp_oracle.network_tolerance: B sums
-    the spec's per-operator error allowances over the graph).
+    reference, within ``T = B * 2**-23 * max|ref64|`` (``network_tolerance`` in
+    tosa_jax.testing.reference: B sums the spec's per-operator error allowances over the graph).
 (b) tosa_jax against PyTorch's own float32 output of the same module on the same input (saved by
     the exporter), within ``2 T``: PyTorch evaluates the same real-valued function (its own
     kernels: fused attention, native GRU, erf GELU, different summation orders), so if both are
@@ -15,10 +15,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from tj_fp_oracle import error_budget, network_tolerance, run_reference_fp
-from tj_oracle import FIXTURES
 
 import tosa_jax
+from tosa_jax.testing import FIXTURES
+from tosa_jax.testing.reference import error_budget, network_tolerance, run_reference_fp
 
 NETWORKS = ["cnn_fp32", "encoder_fp32", "gru_fp32"]
 

@@ -52,11 +52,13 @@ def enabled_by_env() -> bool:
                                                                           "no")
 
 
-def _max_bytes_from_env() -> int:
+def max_bytes_from_env(var: str = "TOSA_JAX_CACHE_MAX_BYTES",
+                       default: int = DEFAULT_MAX_BYTES) -> int:
+    """A cache's bound from the environment variable ``var`` (``default`` when unset or bad)."""
     try:
-        return int(os.environ.get("TOSA_JAX_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+        return int(os.environ.get(var, default))
     except ValueError:
-        return DEFAULT_MAX_BYTES
+        return default
 
 
 @cache
@@ -100,12 +102,16 @@ class CacheStats:
 
 
 class CompileCache:
-    """Executables on disk by key (a JSON-able dict). ``get`` returns None on any miss."""
+    """Payloads on disk by key (a JSON-able dict), least recently used out first past
+    ``max_bytes``. ``get`` returns None on any miss. The compile cache's entries are XLA
+    executables; the conversion cache (``frontends._cache``) keeps converted flatbuffers in
+    another directory with another ``suffix``, by the same rules."""
 
     def __init__(self, directory: str | os.PathLike | None = None,
-                 max_bytes: int | None = None) -> None:
+                 max_bytes: int | None = None, suffix: str = SUFFIX) -> None:
         self.directory = Path(directory) if directory is not None else default_dir()
-        self.max_bytes = max_bytes if max_bytes is not None else _max_bytes_from_env()
+        self.max_bytes = max_bytes if max_bytes is not None else max_bytes_from_env()
+        self.suffix = suffix
         # The directory's size as of the last scan plus what this process wrote since: a scan
         # (and eviction) only when it may be over the bound, so a run that writes thousands
         # of entries (the conformance suite) does not list the directory per entry.
@@ -118,7 +124,7 @@ class CompileCache:
         return json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
 
     def path(self, key: dict[str, Any]) -> Path:
-        return self.directory / (hashlib.sha256(self.key_text(key)).hexdigest() + SUFFIX)
+        return self.directory / (hashlib.sha256(self.key_text(key)).hexdigest() + self.suffix)
 
     def get(self, key: dict[str, Any]) -> Any | None:
         """The payload stored under ``key``, or None (absent, damaged or foreign: removed)."""
@@ -195,7 +201,7 @@ class CompileCache:
         out = []
         try:
             for p in self.directory.iterdir():
-                if p.suffix == SUFFIX or p.name.startswith(".tmp-"):
+                if p.name.endswith(self.suffix) or p.name.startswith(".tmp-"):
                     try:
                         st = p.stat()
                     except OSError:
@@ -222,7 +228,7 @@ class CompileCache:
     # -- the command line's view --------------------------------------------------------------
 
     def stats(self) -> CacheStats:
-        entries = [e for e in self._entries() if e[2].suffix == SUFFIX]
+        entries = [e for e in self._entries() if e[2].name.endswith(self.suffix)]
         return CacheStats(self.directory, len(entries), sum(s for _, s, _ in entries),
                           self.max_bytes, enabled_by_env())
 
@@ -242,17 +248,17 @@ def open_cache(option: bool | str | os.PathLike | CompileCache | None) -> Compil
     if isinstance(option, CompileCache):
         return option
     if option is None or option is True:
-        return _shared(str(default_dir()), _max_bytes_from_env()) if enabled_by_env() else None
-    return _shared(os.fspath(option), _max_bytes_from_env())
+        return shared(str(default_dir()), max_bytes_from_env()) if enabled_by_env() else None
+    return shared(os.fspath(option), max_bytes_from_env())
 
 
-_SHARED: dict[tuple[str, int], CompileCache] = {}
+_SHARED: dict[tuple[str, int, str], CompileCache] = {}
 
 
-def _shared(directory: str, max_bytes: int) -> CompileCache:
-    """One CompileCache per directory and bound in a process: its running size estimate then
-    spares every new Model a scan of the directory."""
-    key = (directory, max_bytes)
+def shared(directory: str, max_bytes: int, suffix: str = SUFFIX) -> CompileCache:
+    """One CompileCache per directory, bound and suffix in a process: its running size
+    estimate then spares every new Model a scan of the directory."""
+    key = (directory, max_bytes, suffix)
     if key not in _SHARED:
-        _SHARED[key] = CompileCache(directory, max_bytes)
+        _SHARED[key] = CompileCache(directory, max_bytes, suffix)
     return _SHARED[key]

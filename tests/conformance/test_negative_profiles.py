@@ -19,8 +19,8 @@ import subprocess
 import sys
 
 import pytest
-from tj_oracle import bench_conformance
 
+from tosa_jax.testing import conformance as conf
 from tosa_jax.testing import find_tests
 
 JOBS = int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2"))
@@ -59,7 +59,6 @@ print(json.dumps({"not_refused": not_refused, "refused_by": refused_by, "loaded"
 
 @pytest.mark.slow
 def test_every_negative_test_is_refused_before_lowering() -> None:
-    conf = bench_conformance()
     if conf.tosa_tools_version() is None:
         pytest.skip("tosa-tools is not installed (pip install tosa-tools==2026.8.0)")
     root = conf.cached_slice(conf.CI_CACHE, conf.CI_NEGATIVES, JOBS, whole=True)

@@ -8,10 +8,11 @@ from importlib import metadata
 import jax
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES, run_reference
 
 import tosa_jax
 from tosa_jax.cli import main
+from tosa_jax.testing import FIXTURES
+from tosa_jax.testing.reference import run_reference
 
 
 def _has_gpu() -> bool:

@@ -9,11 +9,11 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from tj_oracle import check_exact
 
 import tosa_jax
 from tosa_jax.executor import graph_function
 from tosa_jax.ir import Graph, GraphBuilder, Operator, Region, Tensor
+from tosa_jax.testing.reference import check_exact
 
 RNG = np.random.default_rng(11)
 Spec = tuple[str, tuple[int, ...], str]  # (name, shape, element type)

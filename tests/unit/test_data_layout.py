@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tj_oracle import check_exact as _check
 
 import tosa_jax
 from tosa_jax.ir import GraphBuilder
+from tosa_jax.testing.reference import check_exact as _check
 
 RNG = np.random.default_rng(7)
 NP = {"BOOL": np.bool_, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32}

@@ -12,10 +12,10 @@ import textwrap
 import jax
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES
 
 import tosa_jax
 from tosa_jax import GraphBuilder, TosaInputError
+from tosa_jax.testing import FIXTURES
 
 INT_NETWORKS = ["cnn_int8", "mlp_attn_int8"]
 

@@ -8,11 +8,11 @@ import sys
 
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES
 
 import tosa_jax
 from tosa_jax import GraphBuilder, TosaInputError
 from tosa_jax import inspect as ti
+from tosa_jax.testing import FIXTURES
 
 
 def _identity(shape: tuple[int, ...]) -> tosa_jax.Model:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES
 
 import tosa_jax
+from tosa_jax.testing import FIXTURES
 
 TIMEOUT = 240  # seconds for a whole group of processes; joining waits at most 120 s
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tj_oracle import check_exact as _check
 
 import tosa_jax
 from tosa_jax.ir import GraphBuilder
+from tosa_jax.testing.reference import check_exact as _check
 
 INFO = {"INT8": (np.int8, 8), "INT16": (np.int16, 16), "INT32": (np.int32, 32)}
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from tj_fp_oracle import run_reference_fp
 
 import tosa_jax
 from tosa_jax import GraphBuilder, TosaValidationError
 from tosa_jax.ir import Operator, Tensor
+from tosa_jax.testing.reference import run_reference_fp
 
 RNG = np.random.default_rng(20261121)
 

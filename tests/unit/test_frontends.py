@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES, run_reference
 
 import tosa_jax
 from tosa_jax import frontends
 from tosa_jax.cli import main as cli
 from tosa_jax.frontends import _cache, _tools, mlir
+from tosa_jax.testing import FIXTURES
+from tosa_jax.testing.reference import run_reference
 
 HAVE_TOSA_OPT = _tools.find_executable("tosa-opt") is not None
 needs_tosa_opt = pytest.mark.skipif(not HAVE_TOSA_OPT, reason="tosa-opt (tosa-tools) missing")
@@ -117,13 +118,8 @@ SLICE_PICKS = ["conv2d_1x3_1x11x44x13_i8xi8_acci32_st11_pad0000_dilat11_lclbnd0"
 def test_conformance_slice_round_trip(pick: str) -> None:
     """Slice graphs through MLIR and back: the same graph, and bit-identical outputs on the
     test's own inputs (the whole slice: bench/mlir_roundtrip.py)."""
-    import importlib.util
+    from tosa_jax.testing import mlir_roundtrip as rt
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("tj_mlir_roundtrip",
-                                                  root / "bench" / "mlir_roundtrip.py")
-    rt = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rt)
     tests = sorted(p.parent for p in SLICE[0].rglob("desc.json")
                    if p.parent.name.startswith(pick) and not p.parent.name.endswith("_dyn"))
     assert tests, pick
@@ -232,7 +228,7 @@ def test_cache_hit_damage_and_bound(private_cache: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("TOSA_JAX_CACHE_DIR", str(private_cache))
     assert tosa_jax.convert(data, "tosa") == first
     # bounded: with room for one entry, the older goes
-    monkeypatch.setenv("TOSA_JAX_CONVERT_CACHE_MAX_BYTES", str(len(first) + 100))
+    monkeypatch.setenv("TOSA_JAX_CONVERT_CACHE_MAX_BYTES", str(entries[0].stat().st_size + 100))
     tosa_jax.convert(data.replace(b"-100", b"-99"), "tosa")
     assert len(list((private_cache / "convert").glob("*" + _cache.SUFFIX))) == 1
     monkeypatch.setenv("TOSA_JAX_CACHE", "0")

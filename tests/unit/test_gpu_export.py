@@ -1,39 +1,24 @@
 """Graphs export for CUDA and ROCm (``jax.export`` lowers for a platform without its hardware),
 with nothing that ties integer exactness to the CPU: no 64-bit types (x64 off or on), no CPU-only
 custom calls, and the very module the CPU runs (checked bit-exact by the other tests and the
-conformance suite). bench/gpu_export.py does the scans; the whole slice is the slow test."""
+conformance suite). tosa_jax.testing.gpu_export (bench/gpu_export.py) does the scans; the whole
+slice is the slow test."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES
 
 import tosa_jax
+from tosa_jax.testing import FIXTURES
+from tosa_jax.testing import conformance as conf
+from tosa_jax.testing import gpu_export as ge
 
-REPO = Path(__file__).resolve().parents[2]
 SLICE_SAMPLE = 25  # every 25th test of the CI conformance slice (about 28 graphs)
-
-
-def _gpu_export() -> ModuleType:
-    name = "tosa_jax_bench_gpu_export"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "gpu_export.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-ge = _gpu_export()
 
 
 def test_scan_finds_what_it_looks_for() -> None:
@@ -108,7 +93,6 @@ def test_int48_inputs_and_outputs_serialize() -> None:
 
 
 def _slice(every: int) -> list[Path]:
-    conf = ge._load_conformance()
     if conf.tosa_tools_version() is None:
         pytest.skip("tosa-tools is not installed: no conformance slice")
     return ge.sample(ge.slice_tests(), every)

@@ -15,19 +15,16 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import numpy as np
 import pytest
-import tj_hw_graphs as hw_graphs
 
 import tosa_jax
 from tosa_jax.errors import TosaHardwareError
 from tosa_jax.hw_models import estimate, partition, report_dict, svg, table
 from tosa_jax.ir import Graph, GraphBuilder, Operator, Region, Tensor
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-REPO = Path(__file__).resolve().parents[2]
+from tosa_jax.testing import FIXTURES
+from tosa_jax.testing import networks as hw_graphs
 
 
 def _fixture(name: str) -> tuple[Graph, dict[str, np.ndarray]]:
@@ -227,11 +224,10 @@ MULTI_DEVICE_SCRIPT = textwrap.dedent("""
     import os, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, numpy as np, tosa_jax
-    sys.path.insert(0, sys.argv[1])
-    import tj_hw_graphs as H
+    from tosa_jax.testing import networks as H
     from tosa_jax.hw_models import partition
     assert len(jax.devices()) == 4, jax.devices()
-    fx = sys.argv[2]
+    fx = sys.argv[1]
     cases = [(tosa_jax.read(open(f"{fx}/{n}.tosa", "rb").read()), np.load(f"{fx}/{n}.input.npy"))
              for n in ("cnn_int8",)]
     for g, x in cases:
@@ -258,20 +254,10 @@ def test_partitioned_model_on_several_host_devices(tmp_path) -> None:
     script = tmp_path / "multi.py"
     script.write_text(MULTI_DEVICE_SCRIPT)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    proc = subprocess.run([sys.executable, str(script), str(REPO / "tests"), str(FIXTURES)],
+    proc = subprocess.run([sys.executable, str(script), str(FIXTURES)],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "OK 4 devices" in proc.stdout
-
-
-def _vela_cycles_module():  # bench/vela_cycles.py, loaded as a module
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("tj_vela_cycles",
-                                                  REPO / "bench" / "vela_cycles.py")
-    vc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(vc)
-    return vc
 
 
 @pytest.mark.skipif(not __import__("tosa_jax.hw_models.vela", fromlist=["x"]).vela_available(),
@@ -281,7 +267,8 @@ def _vela_cycles_module():  # bench/vela_cycles.py, loaded as a module
 def test_fixture_cycles_against_vela(net: str, acc: str) -> None:
     # Oracle: Vela 5.2's total cycles of each NPU partition of the fixture network (the target:
     # every fixture and zoo network within 30%; the zoo table is in the README).
-    vc = _vela_cycles_module()
+    from tosa_jax.testing import vela_cycles as vc
+
     g = tosa_jax.read(FIXTURES / f"{net}.tosa")
     pg = partition(g, acc)
     cost = estimate(pg)
@@ -301,7 +288,8 @@ def test_npu_cycles_per_operation_against_vela(acc: str) -> None:
     # Oracle: Vela 5.2's own per-operation cycles (its --verbose-performance table), on a
     # generated network outside the set the unpublished parameters were set on (the full
     # distribution: bench/vela_cycles.py --held-out).
-    vc = _vela_cycles_module()
+    from tosa_jax.testing import vela_cycles as vc
+
     g = hw_graphs.random_network(100_001)
     pg = partition(g, acc)
     cost = estimate(pg)

@@ -13,12 +13,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import tj_hw_graphs as hw_graphs
 
 import tosa_jax
 from tosa_jax.errors import TosaFormatError
 from tosa_jax.hw_models import estimate, partition, report_dict, svg, table
 from tosa_jax.hw_models.cost import count_ops
+from tosa_jax.testing import networks as hw_graphs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NS = "{http://www.w3.org/2000/svg}"

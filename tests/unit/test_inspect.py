@@ -10,13 +10,13 @@ import json
 import jax
 import numpy as np
 import pytest
-from tj_hw_graphs import example_inputs, mixed
-from tj_oracle import FIXTURES
 
 import tosa_jax
 from tosa_jax import GraphBuilder, TosaInputError, TosaLimitError, TosaUnsupportedError
 from tosa_jax import inspect as ti
 from tosa_jax.ir import Graph, Operator, Region, Tensor
+from tosa_jax.testing import FIXTURES
+from tosa_jax.testing.networks import example_inputs, mixed
 
 INT_FIXTURES = ["cnn_int8", "mlp_attn_int8"]
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES, reference_model_path
 
 import tosa_jax
 from tosa_jax import profiles
 from tosa_jax.ir import HOST_DTYPES, Graph, GraphBuilder
+from tosa_jax.testing import FIXTURES
+from tosa_jax.testing.reference import reference_model_path
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC_XML = Path("/work/shared/tosa-spec/tosa.xml")

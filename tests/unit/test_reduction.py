@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tj_oracle import check_exact as _check
 
 import tosa_jax
 from tosa_jax.ir import GraphBuilder
+from tosa_jax.testing.reference import check_exact as _check
 
 RNG = np.random.default_rng(5)
 NP = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32}

@@ -14,12 +14,9 @@
 from __future__ import annotations
 
 import gc
-import importlib.util
 import resource
 import threading
 import weakref
-from pathlib import Path
-from types import ModuleType
 
 import jax
 import numpy as np
@@ -29,20 +26,7 @@ from hypothesis import strategies as st
 
 import tosa_jax
 from tosa_jax import limits
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _bench(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"tosa_jax_bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fuzz = _bench("fuzz")
-leak = _bench("leak")
+from tosa_jax.testing import fuzz, leak
 
 
 @pytest.fixture(scope="module")

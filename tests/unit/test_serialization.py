@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES
 
 import tosa_jax
 from tosa_jax import serialization
 from tosa_jax.ir import HOST_DTYPES, GraphBuilder
+from tosa_jax.testing import FIXTURES
 
 
 def _all_types_graph() -> tosa_jax.Graph:

@@ -11,11 +11,11 @@ import jax
 import ml_dtypes
 import numpy as np
 import pytest
-from tj_oracle import run_reference
 
 import tosa_jax
 from tosa_jax import serialization
 from tosa_jax.ir import GraphBuilder, Operator, Tensor
+from tosa_jax.testing.reference import run_reference
 
 V11 = (1, 1, 0, True)
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tj_oracle import FIXTURES
 
 import tosa_jax
 from tosa_jax.hw_models import partition
 from tosa_jax.hw_models.vela import vela_available, vela_verdict
+from tosa_jax.testing import FIXTURES
 
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.tosa"))
 INT_NAMES = [n for n in NAMES if "int" in n]

@@ -1,10 +1,8 @@
 """tosa_jax as a system under test (SUT) for the official TOSA conformance runner.
 
-``tosa_verif_run_tests --sut-module tosa_jax_sut`` imports this module by its bare name, so the
-directory holding it must be on ``PYTHONPATH`` (``bench/conformance.py`` and
-``tests/conformance/test_conformance_slice.py`` do that). It is deliberately a top-level module
-with a unique name: tosa-tools installs a top-level package called ``tests``, so this file must
-never be imported as ``tests.conformance.tosa_jax_sut``.
+``tosa_verif_run_tests --sut-module tosa_jax.testing.conformance_sut`` imports this module from
+the environment (``pip install -e .``); ``tosa_jax.testing.conformance`` runs it so. The runner
+names each output file after the module: ``<ofm>.tosa_jax.testing.conformance_sut.npy``.
 
 The contract (``runner/tosa_test_runner.py`` in tosa-tools 2026.8.0):
 
@@ -13,7 +11,7 @@ The contract (``runner/tosa_test_runner.py`` in tosa-tools 2026.8.0):
 * then it calls ``runTestGraph()`` here, which must write every output named in
   ``desc.json`` ``ofm_file`` into the test directory as ``.npy``, and return
   ``(TosaGraphResult, message)``;
-* ``testResult()`` (inherited) renames our files to ``<ofm>.tosa_jax_sut.npy`` and calls the
+* ``testResult()`` (inherited) renames our files to ``<ofm>.<this module>.npy`` and calls the
   ``tosa_verify`` executable on the pair, which compares element types strictly: each output
   must be saved with the numpy dtype the reference model itself writes (see ``OUTPUT_DTYPES``).
 

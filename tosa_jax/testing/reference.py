@@ -1,5 +1,7 @@
-"""Floating-point network oracles: the reference model in precise (FP64) mode, and a tolerance
-for a whole FP32 graph derived from the TOSA 1.0.2 per-operator accuracy rules.
+"""The oracles of tests/ and bench/: the official TOSA reference model (tosa-tools' CLI, the
+test extra), run on a graph; an exact comparison against it; and, for floating-point networks,
+the reference model in precise (FP64) mode with a whole-graph tolerance derived from the TOSA
+1.0.2 per-operator accuracy rules.
 
 The tolerance (``network_tolerance``)
 --------------------------------------
@@ -31,12 +33,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import pytest
-from tj_oracle import reference_model_path
 
 import tosa_jax
 
@@ -93,27 +95,82 @@ def network_tolerance(graph: tosa_jax.Graph, ref64: np.ndarray) -> float:
     return budget * ULP * float(np.max(np.abs(ref64)))
 
 
-def run_reference_fp(tosa: str | os.PathLike, inputs: dict[str, np.ndarray],
-                     outputs: list[str], precise: bool) -> dict[str, np.ndarray]:
-    """The reference model on an FP graph: FP32 as the graph says, or FP64 (``--precise_mode=1``,
-    the verifier's compliance reference). Returns float32 or float64 arrays by output name."""
+def reference_model_path() -> str | None:
+    """The tosa_reference_model of the running environment, if tosa-tools is installed."""
+    beside = Path(sys.executable).parent / "tosa_reference_model"
+    return str(beside) if beside.exists() else shutil.which("tosa_reference_model")
+
+
+def _reference_model() -> str:
+    """The reference model's path; without it a test is skipped (under pytest), a script
+    stops with a message saying what to install."""
     exe = reference_model_path()
     if exe is None:
-        pytest.skip("tosa-tools (tosa_reference_model) is not installed")
+        why = "tosa-tools (tosa_reference_model) is not installed: pip install -e '.[test]'"
+        if "pytest" in sys.modules:
+            import pytest
+
+            pytest.skip(why)
+        raise FileNotFoundError(why)
+    return exe
+
+
+def run_reference(tosa: bytes | str | os.PathLike, inputs: dict[str, np.ndarray],
+                  outputs: list[str], precise: bool | None = None) -> dict[str, np.ndarray]:
+    """Run a graph on the reference model; returns its outputs by name (INT48 as int64).
+
+    ``precise``: for FP graphs, True runs FP64 (``--precise_mode=1``, the verifier's compliance
+    reference), False FP32 as the graph says; None leaves the option out."""
+    exe = _reference_model()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        shutil.copy(tosa, d / "graph.tosa")
-        files = []
-        for i, arr in enumerate(inputs.values()):
+        path = d / "graph.tosa"
+        if isinstance(tosa, (bytes, bytearray)):
+            path.write_bytes(tosa)
+        else:
+            shutil.copy(tosa, path)
+        names, files = [], []
+        for i, (name, arr) in enumerate(inputs.items()):
             np.save(d / f"in{i}.npy", arr)
+            names.append(name)
             files.append(str(d / f"in{i}.npy"))
         ofiles = [f"out{i}.npy" for i in range(len(outputs))]
-        cmd = [exe, "--tosa_file", "graph.tosa", "--flatbuffer_dir", str(d), "--output_dir", str(d),
-               "--ifm_name", ",".join(inputs), "--ifm_file", ",".join(files),
-               "--ofm_name", ",".join(outputs), "--ofm_file", ",".join(ofiles),
-               f"--precise_mode={int(precise)}"]
+        cmd = [exe, "--tosa_file", path.name, "--flatbuffer_dir", str(d),
+               "--output_dir", str(d), "--ofm_name", ",".join(outputs),
+               "--ofm_file", ",".join(ofiles)]
+        if names:
+            cmd += ["--ifm_name", ",".join(names), "--ifm_file", ",".join(files)]
+        if precise is not None:
+            cmd.append(f"--precise_mode={int(precise)}")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             raise AssertionError(f"reference model failed ({proc.returncode}):\n"
                                  f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         return {n: np.load(d / f) for n, f in zip(outputs, ofiles)}
+
+
+def run_reference_fp(tosa: str | os.PathLike, inputs: dict[str, np.ndarray],
+                     outputs: list[str], precise: bool) -> dict[str, np.ndarray]:
+    """The reference model on an FP graph: FP32 as the graph says, or FP64 (``precise``).
+    Returns float32 or float64 arrays by output name."""
+    return run_reference(tosa, inputs, outputs, precise=precise)
+
+
+def check_exact(reference: Any, b: Any, outputs: list[str] | None = None,
+                inputs: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Run ``b`` (a GraphBuilder, built with ``outputs``, or a Graph) on ``reference`` (the
+    reference model: ``run_reference``) and on tosa_jax (x64 off and on); demand identical
+    results and dtypes (NaN equal to NaN). Returns the reference outputs."""
+    import jax
+
+    graph = b if isinstance(b, tosa_jax.Graph) else b.build(outputs)
+    outputs = list(graph.main.outputs)
+    data = tosa_jax.write(graph)
+    ref = reference(data, inputs or {}, outputs)
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            got = tosa_jax.load(data).run(inputs or {})
+        for name in outputs:
+            assert got[name].dtype == ref[name].dtype, (name, x64)
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} x64={x64}")
+    return ref

@@ -2,9 +2,6 @@
 layer patterns the ExecuTorch exporter emits (CONV2D/DEPTHWISE_CONV2D + RESCALE + CLAMP/TABLE,
 int8 ADD through int32 RESCALEs, pools, MATMUL), at shapes unlike the fixtures', and one with an
 operator the Ethos-U55 refuses (an int32 BITWISE_AND) so that the graph splits across devices.
-
-Named uniquely (tosa-tools installs a top-level ``tests`` package); conftest.py puts this
-directory on sys.path.
 """
 
 from __future__ import annotations

@@ -1,5 +1,20 @@
-"""Helpers shared by tests/ and bench/ (so neither imports the other): finding conformance tests
-on disk and timing calls. Standard library only: benchmark workers import it before JAX."""
+"""The one home of what tests/ and bench/ share, so that neither imports the other (issue 17).
+
+This package itself is standard library only (benchmark workers import it before JAX): finding
+conformance tests on disk, timing calls, the source tree's paths. Its modules, imported by name:
+
+* ``reference``: the TOSA reference model as an oracle (exact and FP64), FP network tolerances;
+* ``networks``: small INT8 networks built with GraphBuilder (partitioning, Vela comparisons);
+* ``conformance`` (+ ``conformance_sut``): the official conformance suite, generated, sliced and
+  run with tosa_jax as the system under test (``bench/conformance.py`` is its command line);
+* ``fuzz``, ``leak``, ``gpu_export``, ``mlir_roundtrip``, ``tflite_litert``, ``vela_cycles``,
+  ``digits``: the harnesses behind the ``bench/`` scripts of those names, which the tests also
+  exercise.
+
+The runtime (``tosa_jax``, ``lowering``, ``profiles``, ``hw_models``) never imports this package
+(tests/unit/test_layering.py); it needs the test extra (``pip install -e '.[test]'``) and, for
+the paths below, a source checkout.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +24,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]  # the source checkout (an editable install)
+FIXTURES = REPO / "tests" / "fixtures"  # graphs and inputs the tests and benchmarks share
+CACHE = REPO / ".cache"  # generated suites, exported zoo networks (git-ignored)
 
 
 def find_tests(*roots: str | Path, negative: bool | None = None) -> list[Path]:
