@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
@@ -907,57 +907,57 @@ def _conv_common(c: OpCheck, pads: tuple[int, ...], strides: tuple[int, ...],
         c.fail("bias", bias_rule, BC=bc, expected=bias_channels)
 
 
-def CONV2D(c: OpCheck) -> None:  # noqa: N802
+# The spatial axes of the convolutions: output size, then the names the spec's ERROR_IF gives
+# the input size, the two paddings, the kernel size, the dilation and the stride.
+_CONV_AXES = {
+    "D": ("OD", ("ID", "pad_d0", "pad_d1", "KD", "dilation_d", "stride_d")),
+    "H": ("OH", ("IH", "pad_top", "pad_bottom", "KH", "dilation_y", "stride_y")),
+    "W": ("OW", ("IW", "pad_left", "pad_right", "KW", "dilation_x", "stride_x")),
+}
+
+
+def _conv_attrs(c: OpCheck) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """pad, stride and dilation of a convolution (None, after failing, when one is missing)."""
     pad, stride, dil = c.ints("pad"), c.ints("stride"), c.ints("dilation")
     if pad is None or stride is None or dil is None:
         c.fail(None, "pad, stride and dilation attributes are required")
+        return None
+    return pad, stride, dil
+
+
+def _conv_sizes(c: OpCheck, axes: str, kernel: Sequence[int], pad: tuple[int, ...],
+                stride: tuple[int, ...], dil: tuple[int, ...]) -> None:
+    """Every spatial output size of a convolution (input and output: N, spatial axes, C)."""
+    ins, outs = c.shape("input")[1:-1], c.shape("output")[1:-1]
+    for n, axis in enumerate(axes):
+        out_name, names = _CONV_AXES[axis]
+        _conv_out(c, out_name, outs[n], ins[n], pad[2 * n], pad[2 * n + 1], kernel[n], dil[n],
+                  stride[n], names)
+
+
+def CONV2D(c: OpCheck) -> None:  # noqa: N802
+    if (attrs := _conv_attrs(c)) is None:
         return
-    _conv_common(c, pad, stride, dil, c.shape("weight")[0], "ERROR_IF(BC != OC && BC != 1)")
-    if c.failed:
-        return
-    _, ih, iw, _ = c.shape("input")
-    _, kh, kw, _ = c.shape("weight")
-    _, oh, ow, _ = c.shape("output")
-    _conv_out(c, "OH", oh, ih, pad[0], pad[1], kh, dil[0], stride[0],
-              ("IH", "pad_top", "pad_bottom", "KH", "dilation_y", "stride_y"))
-    _conv_out(c, "OW", ow, iw, pad[2], pad[3], kw, dil[1], stride[1],
-              ("IW", "pad_left", "pad_right", "KW", "dilation_x", "stride_x"))
+    _conv_common(c, *attrs, c.shape("weight")[0], "ERROR_IF(BC != OC && BC != 1)")
+    if not c.failed:  # weight [OC, KH, KW, IC]
+        _conv_sizes(c, "HW", c.shape("weight")[1:3], *attrs)
 
 
 def CONV3D(c: OpCheck) -> None:  # noqa: N802
-    pad, stride, dil = c.ints("pad"), c.ints("stride"), c.ints("dilation")
-    if pad is None or stride is None or dil is None:
-        c.fail(None, "pad, stride and dilation attributes are required")
+    if (attrs := _conv_attrs(c)) is None:
         return
-    _conv_common(c, pad, stride, dil, c.shape("weight")[0], "ERROR_IF(BC != OC && BC != 1)")
-    if c.failed:
-        return
-    _, idd, ih, iw, _ = c.shape("input")
-    _, kd, kh, kw, _ = c.shape("weight")
-    _, od, oh, ow, _ = c.shape("output")
-    _conv_out(c, "OD", od, idd, pad[0], pad[1], kd, dil[0], stride[0],
-              ("ID", "pad_d0", "pad_d1", "KD", "dilation_d", "stride_d"))
-    _conv_out(c, "OH", oh, ih, pad[2], pad[3], kh, dil[1], stride[1],
-              ("IH", "pad_top", "pad_bottom", "KH", "dilation_y", "stride_y"))
-    _conv_out(c, "OW", ow, iw, pad[4], pad[5], kw, dil[2], stride[2],
-              ("IW", "pad_left", "pad_right", "KW", "dilation_x", "stride_x"))
+    _conv_common(c, *attrs, c.shape("weight")[0], "ERROR_IF(BC != OC && BC != 1)")
+    if not c.failed:  # weight [OC, KD, KH, KW, IC]
+        _conv_sizes(c, "DHW", c.shape("weight")[1:4], *attrs)
 
 
 def DEPTHWISE_CONV2D(c: OpCheck) -> None:  # noqa: N802
-    pad, stride, dil = c.ints("pad"), c.ints("stride"), c.ints("dilation")
-    if pad is None or stride is None or dil is None:
-        c.fail(None, "pad, stride and dilation attributes are required")
+    if (attrs := _conv_attrs(c)) is None:
         return
     kh, kw, ch, m = c.shape("weight")
-    _conv_common(c, pad, stride, dil, ch * m, "ERROR_IF(BC != C*M && BC != 1)")
-    if c.failed:
-        return
-    _, ih, iw, _ = c.shape("input")
-    _, oh, ow, _ = c.shape("output")
-    _conv_out(c, "OH", oh, ih, pad[0], pad[1], kh, dil[0], stride[0],
-              ("IH", "pad_top", "pad_bottom", "KH", "dilation_y", "stride_y"))
-    _conv_out(c, "OW", ow, iw, pad[2], pad[3], kw, dil[1], stride[1],
-              ("IW", "pad_left", "pad_right", "KW", "dilation_x", "stride_x"))
+    _conv_common(c, *attrs, ch * m, "ERROR_IF(BC != C*M && BC != 1)")
+    if not c.failed:
+        _conv_sizes(c, "HW", (kh, kw), *attrs)
 
 
 def TRANSPOSE_CONV2D(c: OpCheck) -> None:  # noqa: N802

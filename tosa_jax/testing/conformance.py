@@ -53,7 +53,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from tosa_jax.testing import CACHE, find_tests
+from tosa_jax.testing import CACHE, REPO, find_tests
 
 SUT_MODULE = "tosa_jax.testing.conformance_sut"
 REF_SUT_MODULE = "runner.tosa_refmodel_sut_run"
@@ -983,6 +983,63 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed and args.strict else 0
 
 
+def _cmd_seeds(args: argparse.Namespace) -> int:
+    """Generate and run the suite (or, with --slice, its operator-complete slice) at each seed;
+    one result table per seed (the habit that finds what the default seed never shows)."""
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    kind = "slice" if args.slice else "all"
+    out_dir = Path(args.results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    failed_any = False
+    for seed in seeds:
+        selection = Selection(version=args.tosa_version, profiles=("all",), extensions=("all",),
+                              test_type="positive", seed=seed)
+        start = time.monotonic()
+        print(f"seed {seed}: generating the {kind} (cached in {args.cache}) ...", flush=True)
+        root = cached_slice(Path(args.cache), selection, args.jobs, progress=True,
+                            whole=not args.slice)
+        generated = time.monotonic() - start
+        tests = find_tests(root)
+        print(f"seed {seed}: {len(tests)} tests ({generated:.0f} s); running on tosa_jax ...",
+              flush=True)
+        work = Path(tempfile.mkdtemp(prefix=f"tosa_cts_seed{seed}_"))
+        try:
+            # a private copy: the runner writes its result files into the test directories
+            copies = []
+            for t in tests:
+                shutil.copytree(t, work / t.relative_to(root))
+                copies.append(work / t.relative_to(root))
+            report = run_tests(copies, SUT_MODULE, args.jobs)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        totals, ref = report.totals(), report.totals(COMPLIANCE_SUT_MODULE)
+        failures = [r for r in report.results.get(report.sut, []) if r.status == "failed"]
+        failed_any |= bool(failures)
+        stem = f"conformance_{args.tosa_version}_{kind}_seed{seed}"
+        lines = [f"# TOSA {args.tosa_version} conformance {kind}, generator seed {seed}", "",
+                 f"`python bench/conformance.py seeds --seeds {seed}"
+                 + (" --slice" if args.slice else "") + "`: "
+                 + ("the CI slice's selection (every operator x profile/extension x type "
+                    "signature, plus each variant once) " if args.slice else
+                    "every positive test of every profile and extension ")
+                 + f"drawn at seed {seed}, judged by the official verifier; tosa-tools "
+                 f"{report.tosa_tools}. {len(tests)} tests: {totals['passed']} passed, "
+                 f"{totals['failed']} failed, {totals['skipped']} skipped (the reference model "
+                 f"itself: {ref['passed']} passed, {ref['failed']} failed); generated in "
+                 f"{generated:.0f} s, run in {report.wall_seconds:.0f} s wall (-j {args.jobs}).",
+                 "", format_category_table(report, markdown=True), ""]
+        if failures:
+            lines += ["## Failures", ""]
+            lines += [f"- `{r.test}`: " + " | ".join(
+                line.strip() for line in r.message.splitlines() if line.strip())[:400]
+                for r in failures]
+            lines.append("")
+        (out_dir / f"{stem}.md").write_text("\n".join(lines))
+        print(f"seed {seed}: {totals['passed']} passed, {totals['failed']} failed, "
+              f"{totals['skipped']} skipped -> {out_dir / (stem + '.md')}", flush=True)
+    return 1 if failed_any and args.strict else 0
+
+
 def merge_reports(reports: Sequence[RunReport]) -> RunReport:
     """One report of several runs (a suite run in parts): results joined, wall times added;
     where a test (by name: unique in the suite) was run again, possibly from a copy elsewhere,
@@ -1055,6 +1112,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     sl.add_argument("-j", "--jobs", type=int,
                     default=int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2")))
     sl.set_defaults(func=_cmd_slice)
+
+    sd = sub.add_parser("seeds", help="generate and run the suite at several generator seeds "
+                                      "(--slice: its operator-complete slice), a result table "
+                                      "per seed under --results")
+    sd.add_argument("--seeds", required=True, help="comma-separated seeds, e.g. 1,2,3")
+    sd.add_argument("--slice", action="store_true",
+                    help="the CI slice's selection at each seed instead of the whole suite "
+                         "(every operator x profile/extension x type signature: ~700 tests, "
+                         "not ~13,500)")
+    sd.add_argument("--tosa-version", default=DEFAULT_VERSION)
+    sd.add_argument("--cache", default=str(CI_CACHE),
+                    help="where the generated tests are kept (default: %(default)s)")
+    sd.add_argument("--results", default=str(REPO / "bench" / "results"),
+                    help="directory for the per-seed tables (default: %(default)s)")
+    sd.add_argument("--strict", action="store_true", help="exit 1 when any test failed")
+    sd.add_argument("-j", "--jobs", type=int, default=2)
+    sd.set_defaults(func=_cmd_seeds)
 
     run = sub.add_parser("run", help="judge a system under test on generated tests")
     run.add_argument("--tests", nargs="+", required=True, help="directories holding tests")

@@ -36,48 +36,14 @@ if os.environ.get("TOSA_JAX_SUT_X64", "") not in ("", "0"):
 
     jax.config.update("jax_enable_x64", True)
 
-try:
-    import tosa_jax
-except ImportError as _exc:  # reported per test, so the runner still produces a table
-    tosa_jax = None
-    _IMPORT_ERROR = f"cannot import tosa_jax: {_exc}"
-else:
-    _IMPORT_ERROR = ""
-
-
-def _ml(name: str) -> np.dtype:
-    import ml_dtypes  # installed with jax and tosa-tools
-
-    return np.dtype(getattr(ml_dtypes, name))
-
+import tosa_jax  # noqa: E402  (after the x64 switch; its names load JAX on first use)
+from tosa_jax.ir import HOST_DTYPES, INT_RANGES  # noqa: E402
 
 # The numpy dtype tosa_jax's ``Model.run`` takes for a graph input of each TOSA element type.
 # The conformance .npy input files hold: INT4 as int8 (sign-extended), INT48 as int64
 # (sign-extended), BOOL as bool, unsigned RESCALE data as the bit pattern in int8/int16, BF16 and
 # FP8E4M3 as 2- and 1-byte void ("<V2", "<V1": ml_dtypes' own .npy form), FP8E5M2 as uint8 bits.
-INPUT_DTYPES: dict[str, Any] = {
-    "BOOL": np.bool_,
-    "INT4": np.int8,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT48": np.int64,
-    "INT64": np.int64,
-    "SHAPE": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "BF16": "bfloat16",
-    "FP8E4M3": "float8_e4m3fn",
-    "FP8E5M2": "float8_e5m2",
-    # TOSA 1.1 (draft). FP8UE8M0 is a 1-byte void record; MXINT8 its int8 code as uint8; FP4 and
-    # FP6 come packed (uint8, 4 or 6 bits per value, tosa-tools' serializer.numpy_utils) and are
-    # unpacked by ``_unpack`` before this table applies.
-    "FP8UE8M0": "float8_e8m0fnu",
-    "FP4E2M1": "float4_e2m1fn",
-    "FP6E2M3": "float6_e2m3fn",
-    "FP6E3M2": "float6_e3m2fn",
-    "MXINT8": np.int8,
-}
+INPUT_DTYPES: dict[str, np.dtype] = HOST_DTYPES  # the IR's table: one per TOSA type
 _PACKED_BITS = {"FP4E2M1": 4, "FP6E2M3": 6, "FP6E3M2": 6}
 
 # What tosa_verify accepts for each TOSA output element type, checked against tosa-tools
@@ -88,39 +54,13 @@ _PACKED_BITS = {"FP4E2M1": 4, "FP6E2M3": 6, "FP6E3M2": 6}
 #   FP16: float16. BF16: "<V2" (np.save of an ml_dtypes.bfloat16 array; "|V2" is refused).
 #   FP8E4M3: "<V1" (np.save of ml_dtypes.float8_e4m3fn). FP8E5M2: uint8 bit pattern (an
 #   ml_dtypes.float8_e5m2 array saves as "<f1", which is refused).
-OUTPUT_DTYPES: dict[str, Any] = {
-    "BOOL": np.bool_,
-    "INT4": np.int8,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT48": np.int64,
-    "INT64": np.int64,
-    "SHAPE": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "BF16": "bfloat16",
-    "FP8E4M3": "float8_e4m3fn",
-    "FP8E5M2": "float8_e5m2",
-    # TOSA 1.1 (draft): as tosa-tools' serializer.numpy_utils.save_npy writes them.
-    "FP8UE8M0": "float8_e8m0fnu",
-    "FP4E2M1": "float4_e2m1fn",
-    "FP6E2M3": "float6_e2m3fn",
-    "FP6E3M2": "float6_e3m2fn",
-    "MXINT8": np.uint8,
-}
-
-_INT_RANGES: dict[str, tuple[int, int]] = {
-    "INT4": (-8, 7),
-    "INT48": (-(1 << 47), (1 << 47) - 1),
-}
+#   TOSA 1.1 (draft): as tosa-tools' serializer.numpy_utils.save_npy writes them; MXINT8 as
+#   its int8 code in uint8.
+OUTPUT_DTYPES: dict[str, np.dtype] = {**HOST_DTYPES, "MXINT8": np.dtype(np.uint8)}
 
 
-def _target(table: dict[str, Any], tosa_type: str) -> np.dtype | None:
-    target = table.get(tosa_type)
-    if target is None:
-        return None
-    return _ml(target) if isinstance(target, str) else np.dtype(target)
+def _target(table: dict[str, np.dtype], tosa_type: str) -> np.dtype | None:
+    return table.get(tosa_type)
 
 
 class SutInputError(Exception):
@@ -171,8 +111,8 @@ def _convert_input(name: str, array: np.ndarray, tosa_type: str,
             raise SutInputError(f"input {name!r}: values of {array.dtype} do not fit {tosa_type}")
     else:
         out = array.astype(target)
-    if tosa_type in _INT_RANGES and out.size:
-        lo, hi = _INT_RANGES[tosa_type]
+    if tosa_type in ("INT4", "INT48") and out.size:  # narrower than their host dtype
+        lo, hi = INT_RANGES[tosa_type]
         if int(out.min()) < lo or int(out.max()) > hi:
             raise SutInputError(f"input {name!r}: values outside the {tosa_type} range")
     return out
@@ -227,8 +167,6 @@ class TosaSUTRunner(TosaTestRunner):
     def runTestGraph(self) -> tuple[TosaTestRunner.TosaGraphResult, str | None]:  # noqa: N802
         """Run the graph on tosa_jax and write its outputs where the runner expects them."""
         result = TosaTestRunner.TosaGraphResult
-        if tosa_jax is None:
-            return result.OTHER_ERROR, _IMPORT_ERROR
         desc = self.testDesc
         test_dir = self.testDirPath
         try:
