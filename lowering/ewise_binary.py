@@ -7,6 +7,7 @@ intermediates) and narrowed to the declared element type at the end, so results 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
@@ -90,25 +91,26 @@ def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool)
     return wrap_cast(result, t)
 
 
+def _bitwise(node: Node, input1: Any, input2: Any, op: Callable[[Any, Any], Any]) -> Any:
+    """op on each bit; INT64 (a Wide pair) word by word."""
+    if (w := _wide2(node, input1, input2)) is not None:
+        return wide_bitwise(*w, op)
+    return op(input1, input2)
+
+
 @lowering("BITWISE_AND")
 def bitwise_and(node: Node, input1: Any, input2: Any) -> Any:
-    if (w := _wide2(node, input1, input2)) is not None:
-        return wide_bitwise(*w, jnp.bitwise_and)
-    return jnp.bitwise_and(input1, input2)
+    return _bitwise(node, input1, input2, jnp.bitwise_and)
 
 
 @lowering("BITWISE_OR")
 def bitwise_or(node: Node, input1: Any, input2: Any) -> Any:
-    if (w := _wide2(node, input1, input2)) is not None:
-        return wide_bitwise(*w, jnp.bitwise_or)
-    return jnp.bitwise_or(input1, input2)
+    return _bitwise(node, input1, input2, jnp.bitwise_or)
 
 
 @lowering("BITWISE_XOR")
 def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
-    if (w := _wide2(node, input1, input2)) is not None:
-        return wide_bitwise(*w, jnp.bitwise_xor)
-    return jnp.bitwise_xor(input1, input2)
+    return _bitwise(node, input1, input2, jnp.bitwise_xor)
 
 
 @lowering("INTDIV")

@@ -55,26 +55,27 @@ def _float_extreme(x: Any, axis: int, nan_mode: str, reduce: Any, sign: int) -> 
     return jnp.where(nan_out, jnp.asarray(np.nan, x.dtype), best)
 
 
+def _reduce_extreme(node: Node, input: Any, axis: int, nan_mode: str, largest: bool) -> Any:
+    """REDUCE_MAX (largest) or REDUCE_MIN along axis, keeping it as size 1."""
+    if node.out.dtype == "INT64":
+        return wide_reduce_extreme(as_wide(input), axis, largest=largest)
+    x = jnp.asarray(input)
+    pick = jnp.max if largest else jnp.min
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return _float_extreme(x, axis, nan_mode, pick, -1 if largest else 1)
+    return pick(x, axis=axis, keepdims=True)
+
+
 @lowering("REDUCE_MAX")
 def reduce_max(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_max_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
-    if node.out.dtype == "INT64":
-        return wide_reduce_extreme(as_wide(input), axis, largest=True)
-    x = jnp.asarray(input)
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        return _float_extreme(x, axis, nan_mode, jnp.max, -1)
-    return jnp.max(x, axis=axis, keepdims=True)
+    return _reduce_extreme(node, input, axis, nan_mode, largest=True)
 
 
 @lowering("REDUCE_MIN")
 def reduce_min(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_min_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
-    if node.out.dtype == "INT64":
-        return wide_reduce_extreme(as_wide(input), axis, largest=False)
-    x = jnp.asarray(input)
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        return _float_extreme(x, axis, nan_mode, jnp.min, 1)
-    return jnp.min(x, axis=axis, keepdims=True)
+    return _reduce_extreme(node, input, axis, nan_mode, largest=False)
 
 
 @lowering("REDUCE_PRODUCT")

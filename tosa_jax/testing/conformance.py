@@ -983,6 +983,35 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed and args.strict else 0
 
 
+def write_seed_table(report: RunReport, out_dir: Path, version: str, seed: int, kind: str,
+                     generated_s: float | None = None) -> Path:
+    """The Markdown result table of one seed's run (``seeds``): totals, the reference model's
+    own result, passed/failed per operator x profile/extension, and every failure."""
+    totals, ref = report.totals(), report.totals(COMPLIANCE_SUT_MODULE)
+    failures = [r for r in report.results.get(report.sut, []) if r.status == "failed"]
+    what = ("the CI slice's selection (every operator x profile/extension x type signature, plus "
+            "each variant once)" if kind == "slice"
+            else "every positive test of every profile and extension")
+    timing = f"generated in {generated_s:.0f} s, " if generated_s is not None else ""
+    lines = [f"# TOSA {version} conformance {kind}, generator seed {seed}", "",
+             f"`python bench/conformance.py seeds --seeds {seed}"
+             + (" --slice" if kind == "slice" else "") + f"`: {what} drawn at seed {seed}, "
+             f"judged by the official verifier; tosa-tools {report.tosa_tools}. "
+             f"{sum(totals.values())} tests: {totals['passed']} passed, {totals['failed']} failed, "
+             f"{totals['skipped']} skipped (the reference model itself: {ref['passed']} passed, "
+             f"{ref['failed']} failed); {timing}run in {report.wall_seconds:.0f} s wall "
+             f"(-j {report.jobs}).", "", format_category_table(report, markdown=True), ""]
+    if failures:
+        lines += ["## Failures", ""]
+        lines += [f"- `{r.test}`: " + " | ".join(
+            line.strip() for line in r.message.splitlines() if line.strip())[:400]
+            for r in failures]
+        lines.append("")
+    path = out_dir / f"conformance_{version}_{kind}_seed{seed}.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
 def _cmd_seeds(args: argparse.Namespace) -> int:
     """Generate and run the suite (or, with --slice, its operator-complete slice) at each seed;
     one result table per seed (the habit that finds what the default seed never shows)."""
@@ -1012,31 +1041,11 @@ def _cmd_seeds(args: argparse.Namespace) -> int:
             report = run_tests(copies, SUT_MODULE, args.jobs)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        totals, ref = report.totals(), report.totals(COMPLIANCE_SUT_MODULE)
-        failures = [r for r in report.results.get(report.sut, []) if r.status == "failed"]
-        failed_any |= bool(failures)
-        stem = f"conformance_{args.tosa_version}_{kind}_seed{seed}"
-        lines = [f"# TOSA {args.tosa_version} conformance {kind}, generator seed {seed}", "",
-                 f"`python bench/conformance.py seeds --seeds {seed}"
-                 + (" --slice" if args.slice else "") + "`: "
-                 + ("the CI slice's selection (every operator x profile/extension x type "
-                    "signature, plus each variant once) " if args.slice else
-                    "every positive test of every profile and extension ")
-                 + f"drawn at seed {seed}, judged by the official verifier; tosa-tools "
-                 f"{report.tosa_tools}. {len(tests)} tests: {totals['passed']} passed, "
-                 f"{totals['failed']} failed, {totals['skipped']} skipped (the reference model "
-                 f"itself: {ref['passed']} passed, {ref['failed']} failed); generated in "
-                 f"{generated:.0f} s, run in {report.wall_seconds:.0f} s wall (-j {args.jobs}).",
-                 "", format_category_table(report, markdown=True), ""]
-        if failures:
-            lines += ["## Failures", ""]
-            lines += [f"- `{r.test}`: " + " | ".join(
-                line.strip() for line in r.message.splitlines() if line.strip())[:400]
-                for r in failures]
-            lines.append("")
-        (out_dir / f"{stem}.md").write_text("\n".join(lines))
+        path = write_seed_table(report, out_dir, args.tosa_version, seed, kind, generated)
+        totals = report.totals()
+        failed_any |= totals["failed"] > 0
         print(f"seed {seed}: {totals['passed']} passed, {totals['failed']} failed, "
-              f"{totals['skipped']} skipped -> {out_dir / (stem + '.md')}", flush=True)
+              f"{totals['skipped']} skipped -> {path}", flush=True)
     return 1 if failed_any and args.strict else 0
 
 
