@@ -14,7 +14,8 @@ if [ "${1:-}" = "--fast" ]; then
   exec python -m pytest -m "not slow" --ignore=tests/conformance "$@"
 fi
 ruff check .
-# The conformance slice is generated once per tosa-tools version and seed into .cache/conformance
-# (minutes; progress on stderr) and reused by later runs on this machine.
+# The conformance slice (drawn at generator seed 1, CI_SEED in tosa_jax/testing/conformance.py,
+# not the official suite's 42) is generated once per tosa-tools version and seed into
+# .cache/conformance (minutes; progress on stderr) and reused by later runs on this machine.
 python bench/conformance.py slice || echo "conformance slice: generation failed (pytest reports it)" >&2
 python -m pytest "$@"
