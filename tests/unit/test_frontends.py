@@ -17,7 +17,7 @@ import tosa_jax
 from tosa_jax import frontends
 from tosa_jax.cli import main as cli
 from tosa_jax.frontends import _cache, _tools, mlir
-from tosa_jax.testing import FIXTURES
+from tosa_jax.testing import FIXTURES, conformance
 from tosa_jax.testing.reference import run_reference
 
 HAVE_TOSA_OPT = _tools.find_executable("tosa-opt") is not None
@@ -102,26 +102,31 @@ def test_fixture_round_trip(path: Path, to: str, tmp_path: Path) -> None:
             np.testing.assert_array_equal(got[name], tosa_jax.load(original).run(inputs)[name])
 
 
-SLICE = sorted((Path(__file__).resolve().parents[2] / ".cache" / "conformance").glob(
-    "tosa-tools-*_positive_*/operators"))
-# Representative conformance graphs: int8/int4 convolution, RESCALE (unsigned, per-channel),
-# control flow, BF16, FFT, INT48 accumulator.
-SLICE_PICKS = ["conv2d_1x3_1x11x44x13_i8xi8_acci32_st11_pad0000_dilat11_lclbnd0",
-               "conv2d_1x3_2x29x32x8_i8xi4_acci32_st11_pad0000_dilat11_lclbnd0",
-               "rescale_0_i16_outi8_sc0_rmI_pc0_iu1_ou0", "cond_if_const_6x5x9_bf16_cond0",
-               "fft2d", "depthwise_conv2d_1x3"]
+SLICE = sorted(conformance.CI_CACHE.glob(
+    f"tosa-tools-*_{conformance.CI_SELECTION.key()}/operators"))  # the CI slice, if generated
+# Representative conformance graphs, by operator and type tokens (the shapes in a test's name
+# depend on the generator seed): int8/int4 convolution, RESCALE (unsigned), control flow, BF16,
+# FFT, depthwise convolution.
+SLICE_PICKS = {"conv2d-i8": ("conv2d_", {"i8xi8", "acci32"}),
+               "conv2d-i4": ("conv2d_", {"i8xi4", "acci32"}),
+               "rescale-u16": ("rescale_", {"i16", "outi8", "rmI", "iu1"}),
+               "cond_if-bf16": ("cond_if_", {"bf16"}),
+               "fft2d": ("fft2d_", set()),
+               "depthwise_conv2d": ("depthwise_conv2d_", set())}
 
 
 @needs_tosa_opt
 @pytest.mark.skipif(not SLICE, reason="the CI conformance slice is not generated yet")
-@pytest.mark.parametrize("pick", SLICE_PICKS)
+@pytest.mark.parametrize("pick", sorted(SLICE_PICKS))
 def test_conformance_slice_round_trip(pick: str) -> None:
     """Slice graphs through MLIR and back: the same graph, and bit-identical outputs on the
     test's own inputs (the whole slice: bench/mlir_roundtrip.py)."""
     from tosa_jax.testing import mlir_roundtrip as rt
 
+    prefix, tokens = SLICE_PICKS[pick]
     tests = sorted(p.parent for p in SLICE[0].rglob("desc.json")
-                   if p.parent.name.startswith(pick) and not p.parent.name.endswith("_dyn"))
+                   if p.parent.name.startswith(prefix) and tokens <= set(p.parent.name.split("_"))
+                   and "dyn" not in p.parent.name.split("_"))
     assert tests, pick
     kind, detail = rt.round_trip(tests[0], "all", ref=False)
     # ran-changed: the same outputs, the graph differs in names only (tosa-opt renames the
