@@ -10,7 +10,7 @@ The model, per operator on a device:
   weight decode, and a per-operation overhead; cycles = max(mac, output, decode, memory) +
   overhead. Only the terms Vela does not publish (VELA_FIT, U85_FIT) were set against its
   per-operation table; the held-out check is ``bench/vela_cycles.py --held-out N`` (networks
-  from tests/tj_hw_graphs.py ``random_network`` that nothing was set on).
+  from tosa_jax/testing/networks.py ``random_network`` that nothing was set on).
 * NPU fusion, as Vela does it: a RESCALE, TABLE or CLAMP right after the operator that makes its
   input (sole consumer) runs in that operator's output stage, and a RESCALE that only feeds
   ADD/SUB/MUL is the binary operator's input scaling: both cost nothing of their own; RESHAPE is
@@ -113,7 +113,7 @@ VELA_ARCH_TABLES: dict[int, tuple[tuple[int, int, int], tuple[float, ...], tuple
 }
 # Ethos-U85: see ``u85_terms`` below (regor's EthosU85Performance, its own parameters).
 # Not published, so set against Vela's per-operation table on the fitting set (the INT8
-# fixtures, tests/tj_hw_graphs.py's networks, random_network seeds 0-15; the structural choices
+# fixtures, tosa_jax.testing.networks, random_network seeds 0-15; the structural choices
 # of the U65 and U85 models were also checked on seeds 16-99; never the held-out seeds 100000+
 # and 300000+): overhead cycles per NPU operation (regor's cmd_cycles are 100-900), ``ew_scale``
 # and ``ao_scale`` (multiples of the published per-element output cycles: 1 = as published),
