@@ -63,7 +63,8 @@ def max_bytes_from_env(var: str = "TOSA_JAX_CACHE_MAX_BYTES",
 
 @cache
 def code_digest() -> str:
-    """A digest of tosa_jax's installed source files (name, size, mtime): any edit changes it.
+    """A digest of tosa_jax's installed source files (name, size, mtime): any edit changes it
+    (tosa_jax.testing, the helpers of tests/ and bench/, is not runtime code and does not count).
     Once per process; os.scandir keeps it near a millisecond."""
     import tosa_jax
 
@@ -78,7 +79,7 @@ def code_digest() -> str:
         while stack:
             with os.scandir(stack.pop()) as it:
                 for e in sorted(it, key=lambda e: e.name):
-                    if e.is_dir() and e.name != "__pycache__":
+                    if e.is_dir() and e.name not in ("__pycache__", "testing"):
                         stack.append(e.path)
                     elif e.name.endswith(".py"):
                         st = e.stat()
