@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tosa_jax.errors import TosaValidationError
+from tosa_jax.ir import BlockScaled
 from tosa_jax.lowering import Node, lowering
 from tosa_jax.lowering.numerics import Wide, no_fold
 
@@ -76,6 +77,10 @@ def _row_indices(node: Node, vshape: tuple[int, ...], ishape: tuple[int, ...], i
 
 
 def _gather_any(values: Any, idx: Any) -> Any:
+    """Rows of a value: both words of a Wide, the values and the scales of a BlockScaled (the
+    same rows: tensor_read_value_scale / tensor_write_value_scale)."""
+    if isinstance(values, BlockScaled):
+        return BlockScaled(_gather_any(values.values, idx), _gather_any(values.scales, idx))
     return values.map(lambda v: _gather(v, idx)) if isinstance(values, Wide) else _gather(
         values, idx)
 

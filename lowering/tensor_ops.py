@@ -34,7 +34,7 @@ import numpy as np
 from jax import lax
 
 from tosa_jax.errors import TosaValidationError
-from tosa_jax.ir import FLOAT_TYPES
+from tosa_jax.ir import FLOAT_TYPES, BlockScaled
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
@@ -712,6 +712,18 @@ def conv2d_block_scaled(node: Node, input_data: Any, input_scale: Any, weight_da
     return acc + jnp.asarray(bias).astype(jnp.float32)
 
 
+def _read_scaled(node: Node, index: int, x: Any, out_t: str) -> Any:
+    """``tensor_read<in_t, out_t>`` of a whole operand, as f32 holding out_t values: a
+    block-scaled one (``BlockScaled``) reads apply_mul_s<out_t>(scale, value) per element,
+    exact in f32 (a power of two times a value of at most 8 significant bits) and rounded to
+    out_t once, as that multiplication in out_t rounds; another one is its value."""
+    if not isinstance(x, BlockScaled):
+        return jnp.asarray(x).astype(jnp.float32)
+    t = node.inputs[index]
+    v = apply_block_scale(block_value_f32(x.values, t.dtype), jnp.asarray(x.scales), t.block_size)
+    return v if out_t == "FP32" else v.astype(DEVICE_DTYPES[out_t]).astype(jnp.float32)
+
+
 @lowering("MATMUL_T")
 def matmul_t(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N803
     """TOSA 1.1: output[n, h, w] = sum_c (A[n, h, c] - A_zp) (B[d, w, c] - B_zp), d = 0 when
@@ -723,12 +735,12 @@ def matmul_t(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: 
         raise _fail(node, "D != N && D != 1", f"A has {n} matrices, B {d}")
     _check_dims(node, "B columns (C)", cb, c)
     a_t, b_t, out_t = node.inputs[0].dtype, node.inputs[1].dtype, node.out.dtype
-    if a_t in FLOAT_TYPES or b_t in FLOAT_TYPES:
+    if a_t in FLOAT_TYPES or b_t in FLOAT_TYPES or a_t == "MXINT8" or b_t == "MXINT8":
         a_zp, b_zp = _zero_points(node, [("A_zp", 2, A_zp), ("B_zp", 3, B_zp)])
         # Each product is exact in f32 (inputs of at most 11 significant bits); the sum is the
         # out_t accumulation within the DOT_PRODUCT bound, rounded to out_t once.
-        a = jnp.asarray(A).astype(jnp.float32)
-        b = jnp.asarray(B).astype(jnp.float32)
+        a = _read_scaled(node, 0, A, out_t)
+        b = _read_scaled(node, 1, B, out_t)
         acc = lax.dot_general(a, b, (((2,), (2,)), ((0,), (0,)) if d == n else ((), ())),
                               precision=lax.Precision.HIGHEST,
                               preferred_element_type=jnp.float32)

@@ -568,7 +568,7 @@ def _check_shapes(c: OpCheck) -> None:
             elif a.type == "tensor_t" and t.dtype == "SHAPE":
                 c.fail(a.name, "argument of type tensor_t may not be a SHAPE", type=t.dtype)
             et = a.element_type
-            dtype = t.dtype
+            dtype = t.type_name  # a TOSA 1.1 block-scaled tensor: BS32_FP8UE8M0_<value type>
             if scaled and index == 1:  # (values, scales): the scales are of scale_t
                 if c.types.setdefault("scale_t", t.dtype) != t.dtype:
                     c.fail(a.name, "element type scale_t must be the same for all its "
@@ -1017,6 +1017,51 @@ def MATMUL(c: OpCheck) -> None:  # noqa: N802
     _zero_point(c, "B_zp", "B_t" if "B_t" in c.types else "in_t", "B_zp")
 
 
+def _block_multiple(c: OpCheck, arg: str, type_var: str, dim: str) -> None:
+    """ERROR_IF(is_block_scale<T>() && C % get_innermost_block_size<T>() != 0)."""
+    t = c.t(arg)
+    if t.block_scaled and (not t.shape or t.shape[-1] % t.block_size):
+        c.fail(arg, f"ERROR_IF(is_block_scale<{type_var}>() && {dim} % "
+               f"get_innermost_block_size<{type_var}>() != 0)", shape=t.shape,
+               block_size=t.block_size)
+
+
+def _block_scaled_constants(c: OpCheck) -> None:
+    """A block-scaled constant's scales have the shape its values and block size give."""
+    for name in c.opr.inputs:
+        t = c.block.tensors.get(name)
+        if t is not None and t.scale_data is not None and t.scale_data.shape != t.scale_shape:
+            c.fail(None, "the scales of a block-scaled tensor have its shape with the innermost "
+                   "dimension divided by the block size", tensor=name,
+                   scales=tuple(t.scale_data.shape), expected=t.scale_shape)
+
+
+def MATMUL_T(c: OpCheck) -> None:  # noqa: N802
+    """TOSA 1.1 (MATMUL_T.tosac): D is 1 or N; zero points only for int8; a block-scaled A or B
+    has a contraction dimension C that is a multiple of its block size."""
+    n, d = c.shape("A")[0], c.shape("B")[0]
+    if d != n and d != 1:
+        c.fail("B", "ERROR_IF(D != N && D != 1)", N=n, D=d)
+    MATMUL(c)
+    _block_multiple(c, "A", "A_t", "C")
+    _block_multiple(c, "B", "B_t", "C")
+    _block_scaled_constants(c)
+
+
+def ROW_GATHER(c: OpCheck) -> None:  # noqa: N802
+    """TOSA 1.1 (ROW_GATHER.tosac): ERROR_IF(row_count < 1), a block-scaled values tensor has
+    C a multiple of its block size, and the output is [N, W*row_count, C]."""
+    rows = c.scalar("row_count")
+    if rows is not None and rows < 1:
+        c.fail("row_count", "ERROR_IF(row_count < 1)", row_count=rows)
+    _block_multiple(c, "values", "in_out_t", "C")
+    _block_scaled_constants(c)
+    (n, _k, ch), (_n, w) = c.shape("values"), c.shape("indices")
+    if rows is not None and rows >= 1 and c.shape("output") != (n, w * rows, ch):
+        c.fail("output", "output shape must be [N,W*row_count,C]", output=c.shape("output"),
+               expected=(n, w * rows, ch))
+
+
 def DIM(c: OpCheck) -> None:  # noqa: N802
     """TOSA 1.1: ERROR_IF(axis >= rank(shape)); ERROR_IF(axis < 0)."""
     axis, rank = c.attr("axis"), len(c.shape("input1"))
@@ -1451,7 +1496,7 @@ def _variable(c: OpCheck) -> None:
 RULES: dict[str, Callable[[OpCheck], None]] = {
     "ARGMAX": ARGMAX, "AVG_POOL2D": AVG_POOL2D, "MAX_POOL2D": MAX_POOL2D, "CONV2D": CONV2D,
     "AVG_POOL2D_ADAPTIVE": AVG_POOL2D, "MAX_POOL2D_ADAPTIVE": MAX_POOL2D,
-    "MATMUL_T": MATMUL, "DIM": DIM, "SLICE_SHAPE": SLICE_SHAPE,
+    "MATMUL_T": MATMUL_T, "ROW_GATHER": ROW_GATHER, "DIM": DIM, "SLICE_SHAPE": SLICE_SHAPE,
     "CONV3D": CONV3D, "DEPTHWISE_CONV2D": DEPTHWISE_CONV2D, "TRANSPOSE_CONV2D": TRANSPOSE_CONV2D,
     "FFT2D": FFT2D, "RFFT2D": RFFT2D, "MATMUL": MATMUL, "CLAMP": CLAMP, "SELECT": SELECT,
     "NEGATE": NEGATE, "CONCAT": CONCAT, "PAD": PAD, "RESHAPE": RESHAPE, "REVERSE": REVERSE,

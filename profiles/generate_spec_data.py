@@ -50,6 +50,10 @@ DEDUCED_EXTENSIONS = {
     "FP4E2M1": "EXT-MX-FP4E2M1", "FP6E2M3": "EXT-MX-FP6E2M3", "FP6E3M2": "EXT-MX-FP6E3M2",
     "MXINT8": "EXT-MX-INT8",
 }
+# "Composite Block-Scaled Type Mapping": a block-scaled type with FP8 values needs the MX
+# extension of its value type (bs32_fp8ue8m0_fp8e4m3_t: EXT-MX-COMMON and EXT-MX-FP8E4M3), not
+# the plain FP8 one; the other value types' deduced extensions are already the MX ones.
+COMPOSITE_EXTENSIONS = {"FP8E4M3": "EXT-MX-FP8E4M3", "FP8E5M2": "EXT-MX-FP8E5M2"}
 # The values of each block-scaled set (bs32_fp8ue8m0_set_t): block_scale_t<32, fp8ue8m0_t, v>.
 BLOCK_SCALED_SETS = {"bs32_fp8ue8m0_set_t": ("fp8e4m3_t", "fp8e5m2_t", "fp6e3m2_t", "fp6e2m3_t",
                                              "fp4e2m1_t", "mxint8_t")}
@@ -86,7 +90,8 @@ def _deduce(types: dict[str, str | int]) -> tuple[str, ...]:
         if not isinstance(t, str):
             continue
         if t.startswith(BLOCK_SCALED_MARK):
-            found += ["EXT-MX-COMMON", DEDUCED_EXTENSIONS[t[len(BLOCK_SCALED_MARK):]]]
+            value = t[len(BLOCK_SCALED_MARK):]
+            found += ["EXT-MX-COMMON", COMPOSITE_EXTENSIONS.get(value, DEDUCED_EXTENSIONS[value])]
         elif t in DEDUCED_EXTENSIONS:
             found.append(DEDUCED_EXTENSIONS[t])
     return tuple(dict.fromkeys(found))
@@ -109,7 +114,9 @@ def _rows(ts: ET.Element) -> list[tuple[dict[str, str | int], tuple[tuple[str, .
     for c in combos:
         for var, other in tied:
             v = c[other]
-            c[var] = v[len("bs32_fp8ue8m0_"):] if v.startswith("bs32_fp8ue8m0_") else v
+            # access_elem_type<block_scale_t<>>() is fp32_t (type_conversion_helpers.tosac):
+            # the zero point of a block-scaled operand is FP32
+            c[var] = "fp32_t" if v.startswith("bs32_fp8ue8m0_") else v
         types = {k: _type_value(v) for k, v in c.items() if v != "-"}
         options = []
         for p in ts.findall("op_profile"):

@@ -31,6 +31,7 @@ _LAZY = {
     "convert": "tosa_jax.frontends",
     "export_torch": "tosa_jax.frontends.pytorch", "from_torch": "tosa_jax.frontends.pytorch",
     "Graph": "tosa_jax.ir", "GraphBuilder": "tosa_jax.ir", "Wide": "tosa_jax.ir",
+    "BlockScaled": "tosa_jax.ir",
     "Model": "tosa_jax.model", "TensorSpec": "tosa_jax.model", "load": "tosa_jax.model",
     "read": "tosa_jax.serialization", "write": "tosa_jax.serialization",
 }
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from tosa_jax.evaluate import EvalResult, evaluate
     from tosa_jax.frontends import convert
     from tosa_jax.frontends.pytorch import export_torch, from_torch
-    from tosa_jax.ir import Graph, GraphBuilder, Wide
+    from tosa_jax.ir import BlockScaled, Graph, GraphBuilder, Wide
     from tosa_jax.model import Model, TensorSpec, load
     from tosa_jax.serialization import read, write
 
@@ -78,8 +79,9 @@ sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [
-    "EvalResult", "Graph", "GraphBuilder", "Model", "TensorSpec", "TosaConverterError",
-    "TosaConverterMissingError", "TosaError", "TosaFormatError", "TosaInputError",
-    "TosaLimitError", "TosaUnsupportedError", "TosaValidationError", "TosaVersionError", "Wide",
+    "BlockScaled", "EvalResult", "Graph", "GraphBuilder", "Model", "TensorSpec",
+    "TosaConverterError", "TosaConverterMissingError", "TosaError", "TosaFormatError",
+    "TosaInputError", "TosaLimitError", "TosaUnsupportedError", "TosaValidationError",
+    "TosaVersionError", "Wide",
     "convert", "evaluate", "export_torch", "from_torch", "inspect", "load", "read", "write",
 ]

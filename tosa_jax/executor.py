@@ -21,6 +21,7 @@ from tosa_jax.ir import (
     HOST_DTYPES,
     WIDE_TYPES,
     Block,
+    BlockScaled,
     Graph,
     Operator,
     Tensor,
@@ -119,6 +120,8 @@ def _check_control_flow(graph: Graph, block: Block, op: Operator, where: str,
 
 
 def _describe(value: Any) -> str:
+    if isinstance(value, BlockScaled):
+        return f"BlockScaled({_describe(value.values)}, {_describe(value.scales)})"
     if isinstance(value, Wide):
         return f"Wide{list(jnp.shape(value.hi))}"
     if hasattr(value, "dtype") and hasattr(value, "shape"):
@@ -128,7 +131,11 @@ def _describe(value: Any) -> str:
 
 def _matches(value: Any, t: Tensor) -> bool:
     """``value`` is a graph-function value of tensor ``t``: its shape, and its JAX dtype (INT48,
-    INT64: a Wide pair)."""
+    INT64: a Wide pair; a block-scaled tensor: a BlockScaled pair of values and scales)."""
+    if t.block_scaled:
+        return (isinstance(value, BlockScaled)
+                and _matches(value.values, Tensor(t.name, t.shape, t.dtype))
+                and _matches(value.scales, Tensor(t.name, t.scale_shape, t.scale_dtype or "")))
     if t.dtype in WIDE_TYPES:
         return isinstance(value, Wide) and tuple(jnp.shape(value.hi)) == t.shape
     return (hasattr(value, "dtype") and hasattr(value, "shape")
@@ -146,6 +153,7 @@ def _check_args(block: Block, args: Sequence[Any]) -> None:
         t = block.tensors[name]
         if not _matches(value, t):
             want = ("a tosa_jax.Wide pair" if t.dtype in WIDE_TYPES
+                    else "a tosa_jax.BlockScaled pair (values, scales)" if t.block_scaled
                     else str(np.dtype(DEVICE_DTYPES[t.dtype])))
             raise TosaInputError(
                 f"input {name!r} is declared {t.dtype}{list(t.shape)}: the graph function "
@@ -165,11 +173,15 @@ def _check_result(node: Node, value: Any, t: Tensor, where: str) -> None:
 
 
 def _is_constant(value: Any) -> bool:
+    if isinstance(value, BlockScaled):
+        return _is_constant(value.values) and _is_constant(value.scales)
     return isinstance(value, np.ndarray) or (
         isinstance(value, Wide) and isinstance(value.hi, np.ndarray))
 
 
 def _to_host(value: Any) -> Any:
+    if isinstance(value, BlockScaled):
+        return BlockScaled(_to_host(value.values), _to_host(value.scales))
     if isinstance(value, Wide):
         return Wide(np.asarray(value.hi), np.asarray(value.lo))
     return np.asarray(value)
@@ -242,14 +254,14 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
             # (or folds) constant subgraphs: its constant folder miscomputes some of them.
             with jax.ensure_compile_time_eval():
                 result = _lower(op, node, args, where)
-            single = not isinstance(result, tuple) or isinstance(result, Wide)
+            single = not isinstance(result, tuple) or isinstance(result, (Wide, BlockScaled))
             result = _to_host(result) if single else tuple(_to_host(r) for r in result)
         else:
             result = _lower(op, node, args, where)
         if isinstance(result, WithState):
             state = dict(result.state)
             result = result.outputs
-        single = not isinstance(result, tuple) or isinstance(result, Wide)
+        single = not isinstance(result, tuple) or isinstance(result, (Wide, BlockScaled))
         results = (result,) if single else result
         if len(results) != len(node.outputs):
             raise TosaValidationError(f"{where}: gives {len(results)} output(s), the graph "
@@ -368,8 +380,11 @@ def host_to_value(array: np.ndarray, dtype: str) -> Any:
     return wide_from_numpy(array) if dtype in WIDE_TYPES else array
 
 
-def value_to_host(value: Any, dtype: str) -> np.ndarray:
-    """A graph function's output as the caller's host array (the inverse of host_to_value)."""
+def value_to_host(value: Any, dtype: str) -> Any:
+    """A graph function's output as the caller's host array (the inverse of host_to_value); a
+    block-scaled one as a BlockScaled pair of host arrays."""
+    if isinstance(value, BlockScaled):
+        return BlockScaled(value_to_host(value.values, dtype), np.asarray(value.scales))
     if isinstance(value, Wide):
         return wide_to_numpy(value)
     if dtype in CODE_TYPES:

@@ -126,9 +126,32 @@ def wide_to_numpy(w: Wide) -> np.ndarray:
     return (hi << 32) | lo
 
 
+class BlockScaled(NamedTuple):
+    """The value of a TOSA 1.1 block-scaled tensor (``block_scale_t``, e.g.
+    bs32_fp8ue8m0_fp8e4m3_t): its values, and one scale per block of ``block_size`` values along
+    the innermost axis (scales shape = values shape with the last dimension / block_size). A JAX
+    pytree: numpy arrays for constants and at the caller's side, JAX arrays inside a graph
+    function. The element at [..., c] is ``scales[..., c // block_size] * values[..., c]``."""
+
+    values: Any
+    scales: Any
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(np.shape(self.values))
+
+
+def block_scale_shape(shape: tuple[int, ...], block_size: int) -> tuple[int, ...]:
+    """The scales' shape of a block-scaled tensor (BLOCK_SCALED_LAYOUT in tensor_read.tosac)."""
+    return tuple(shape[:-1]) + (shape[-1] // block_size,) if shape else ()
+
+
 @dataclass
 class Tensor:
-    """A named tensor of a block; ``data`` is set for constants (CONST/CONST_SHAPE outputs)."""
+    """A named tensor of a block; ``data`` is set for constants (CONST/CONST_SHAPE outputs).
+
+    A TOSA 1.1 block-scaled tensor has ``block_size`` > 0: ``dtype`` is its value type,
+    ``scale_dtype`` its scale type (FP8UE8M0) and, for a constant, ``scale_data`` its scales."""
 
     name: str
     shape: tuple[int, ...]
@@ -136,6 +159,25 @@ class Tensor:
     data: np.ndarray | None = None
     variable: bool = False
     variable_name: str | None = None
+    scale_dtype: str | None = None
+    block_size: int = 0
+    scale_data: np.ndarray | None = None
+
+    @property
+    def block_scaled(self) -> bool:
+        return self.block_size > 0
+
+    @property
+    def scale_shape(self) -> tuple[int, ...]:
+        return block_scale_shape(self.shape, self.block_size)
+
+    @property
+    def type_name(self) -> str:
+        """The element type as the spec's type tables name it: ``BS32_FP8UE8M0_FP8E4M3`` for
+        block_scale_t<BLOCK_SHAPE_32, fp8ue8m0_t, fp8e4m3_t>, else ``dtype``."""
+        if not self.block_scaled:
+            return self.dtype
+        return f"BS{self.block_size}_{self.scale_dtype}_{self.dtype}"
 
     @property
     def variable_key(self) -> str:
@@ -151,8 +193,13 @@ class Tensor:
             and self.data.dtype == other.data.dtype
             and np.array_equal(self.data, other.data, equal_nan=self.data.dtype.kind == "f")
         )
-        return (self.name, self.shape, self.dtype, self.variable, self.variable_name) == (
-            other.name, other.shape, other.dtype, other.variable, other.variable_name) and same_data
+        same_scales = (self.scale_data is None and other.scale_data is None) or (
+            self.scale_data is not None and other.scale_data is not None
+            and np.array_equal(self.scale_data, other.scale_data, equal_nan=True))
+        return (self.name, self.shape, self.dtype, self.variable, self.variable_name,
+                self.scale_dtype, self.block_size) == (
+            other.name, other.shape, other.dtype, other.variable, other.variable_name,
+            other.scale_dtype, other.block_size) and same_data and same_scales
 
 
 @dataclass

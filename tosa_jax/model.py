@@ -26,8 +26,11 @@ from tosa_jax.ir import (
     FLOAT_TYPES,
     HOST_DTYPES,
     INT_RANGES,
+    BlockScaled,
     Graph,
+    Tensor,
     Wide,
+    block_scale_shape,
     source_bytes,
     wide_to_numpy,
 )
@@ -37,18 +40,35 @@ from tosa_jax.lowering.numerics import CODE_TYPES
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A graph input or output: name, static shape and TOSA element type."""
+    """A graph input or output: name, static shape and TOSA element type.
+
+    A TOSA 1.1 block-scaled tensor (``block_size`` > 0) crosses the interface as a
+    ``tosa_jax.BlockScaled(values, scales)`` pair (a plain 2-tuple is accepted as input):
+    ``dtype`` is the values' type, ``scale_dtype`` the scales' (shape ``scale_shape``)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
+    scale_dtype: str | None = None
+    block_size: int = 0
 
     @property
     def np_dtype(self) -> np.dtype:
         """The numpy dtype callers pass (and get back) for this tensor."""
         return HOST_DTYPES[self.dtype]
 
+    @property
+    def scale_shape(self) -> tuple[int, ...]:
+        return block_scale_shape(self.shape, self.block_size)
+
+    @classmethod
+    def of(cls, t: Tensor, name: str | None = None) -> TensorSpec:
+        return cls(name or t.name, t.shape, t.dtype, t.scale_dtype, t.block_size)
+
     def __repr__(self) -> str:
+        if self.block_size:
+            return (f"TensorSpec({self.name!r}, {list(self.shape)}, {self.dtype}, "
+                    f"scales {self.scale_dtype} per {self.block_size})")
         return f"TensorSpec({self.name!r}, {list(self.shape)}, {self.dtype})"
 
 
@@ -117,10 +137,8 @@ class Model:
             self._requirements = _validate(graph, profile, extensions, level)
             self._functions()
             block = graph.main
-            self.inputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
-                           for n in block.inputs]
-            self.outputs = [TensorSpec(n, block.tensors[n].shape, block.tensors[n].dtype)
-                            for n in block.outputs]
+            self.inputs = [TensorSpec.of(block.tensors[n], n) for n in block.inputs]
+            self.outputs = [TensorSpec.of(block.tensors[n], n) for n in block.outputs]
             self.variables = [TensorSpec(k, t.shape, t.dtype)
                               for k, t in graph_variables(graph).items()]
             floats = _has_floats(graph)
@@ -131,8 +149,9 @@ class Model:
             assert meta is not None and reader is not None
             self._requirements = None
             self.declared_bytes = meta["declared_bytes"]
-            self.inputs = [TensorSpec(n, tuple(s), t) for n, s, t in meta["inputs"]]
-            self.outputs = [TensorSpec(n, tuple(s), t) for n, s, t in meta["outputs"]]
+            self.inputs = [TensorSpec(n, tuple(s), t, *more) for n, s, t, *more in meta["inputs"]]
+            self.outputs = [TensorSpec(n, tuple(s), t, *more)
+                            for n, s, t, *more in meta["outputs"]]
             self.variables = []
             floats = meta["floats"]
         self.device = _device(device)
@@ -196,8 +215,10 @@ class Model:
     def _meta(self) -> dict[str, Any]:
         """What a later load of the same bytes with the same options takes from the cache."""
         return {"declared_bytes": self.declared_bytes, "floats": _has_floats(self.graph),
-                "inputs": [(s.name, list(s.shape), s.dtype) for s in self.inputs],
-                "outputs": [(s.name, list(s.shape), s.dtype) for s in self.outputs]}
+                "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
+                           for s in self.inputs],
+                "outputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
+                            for s in self.outputs]}
 
     @property
     def version(self) -> str:
@@ -226,6 +247,16 @@ class Model:
         return [self._check_input(spec, a) for spec, a in zip(self.inputs, args, strict=False)]
 
     def _check_input(self, spec: TensorSpec, value: Any) -> Any:
+        if spec.block_size:
+            if not isinstance(value, tuple) or len(value) != 2:
+                raise TosaInputError(
+                    f"input {spec.name!r} is block-scaled ({spec.dtype} values, {spec.scale_dtype} "
+                    f"scales per {spec.block_size}): pass tosa_jax.BlockScaled(values, scales), "
+                    f"got {type(value).__name__}")
+            scales = TensorSpec(f"{spec.name}' scales", spec.scale_shape, spec.scale_dtype or "")
+            return BlockScaled(self._check_input(TensorSpec(spec.name, spec.shape, spec.dtype),
+                                                 value[0]),
+                               self._check_input(scales, value[1]))
         if not hasattr(value, "dtype") or not hasattr(value, "shape"):
             value = np.asarray(value)
         raw = np.dtype(value.dtype).kind == "V" or (
@@ -404,7 +435,7 @@ class Model:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         outs = tuple(value_to_host(o, spec.dtype)
-                     if isinstance(o, Wide) or spec.dtype in CODE_TYPES else o
+                     if isinstance(o, Wide) or spec.dtype in CODE_TYPES or spec.block_size else o
                      for spec, o in zip(self.outputs, self._execute(args, kwargs), strict=False))
         return outs[0] if len(outs) == 1 else outs
 

@@ -31,6 +31,7 @@ from tosa_jax.ir import (
     Operator,
     Region,
     Tensor,
+    block_scale_shape,
     file_bytes,
     is_1_1,
     num_elements,
@@ -219,7 +220,12 @@ class _Reader:
                     t = b.Tensors(k)
                     what = f"tensor {self.string(t.Name())!r} in {where}"
                     dtype = _dtype_name(t.Type(), what, self.version)
-                    self.sizes.add(self.shape(t.ShapeAsNumpy(), what), dtype, what)
+                    shape = self.shape(t.ShapeAsNumpy(), what)
+                    self.sizes.add(shape, dtype, what)
+                    scaled = self.block_scale(t, what)
+                    if scaled is not None:
+                        self.sizes.add(block_scale_shape(shape, scaled[1]), scaled[0],
+                                       f"scales of {what}")
                 for k in range(b.ShapesLength()):
                     self.charge(0)
                     self.sizes.add((int(b.Shapes(k).Rank()),), "SHAPE", f"shape #{k} in {where}")
@@ -256,6 +262,23 @@ class _Reader:
         self.charge(min(len(raw), tensor_bytes(shape, dtype)))
         return decode_data(raw, dtype, shape, what)
 
+    def block_scale(self, t: Any, what: str) -> tuple[str, int] | None:
+        """(scale type, block size) of a TOSA 1.1 block-scaled tensor, None for another one.
+
+        tosa-tools writes bs32_fp8ue8m0_* tensors as their value type with ``scale_type``
+        FP8UE8M0 and ``block_shape`` BLOCK_SHAPE_32 (the only block_scale_t set of the draft)."""
+        scale_type, block = int(t.ScaleType()), int(t.BlockShape())
+        if not scale_type and not block:
+            return None
+        scale = _dtype_name(scale_type, f"scales of {what}", self.version)
+        if (scale, block) != ("FP8UE8M0", 32):
+            raise TosaUnsupportedError(
+                f"{what}: block-scaled with scale type {scale} and block shape {block}: TOSA 1.1 "
+                "defines block_scale_t<BLOCK_SHAPE_32, fp8ue8m0_t, ...> only")
+        if not is_1_1(self.version):
+            raise TosaUnsupportedError(f"{what}: block-scaled tensors need TOSA 1.1")
+        return scale, block
+
     def tensor(self, t: Any, where: str) -> Tensor:
         name = self.string(t.Name())
         what = f"tensor {name!r} in {where}"
@@ -268,8 +291,20 @@ class _Reader:
                 f"{what}: data stored outside the flatbuffer (>2 GB models)")
         data = self.data(t.DataAsNumpy(), dtype, shape, what)
         vname = t.VariableName()
-        return Tensor(name, shape, dtype, data, bool(t.Variable()),
-                      None if vname is None else self.string(vname))
+        tensor = Tensor(name, shape, dtype, data, bool(t.Variable()),
+                        None if vname is None else self.string(vname))
+        scaled = self.block_scale(t, what)
+        if scaled is not None:
+            if t.ScaleOffset() > 1 or t.ScaleSize():
+                raise TosaUnsupportedError(
+                    f"{what}: scales stored outside the flatbuffer (>2 GB models)")
+            tensor.scale_dtype, tensor.block_size = scaled
+            tensor.scale_data = self.data(t.ScaleDataAsNumpy(), scaled[0], tensor.scale_shape,
+                                          f"scales of {what}")
+            if (data is None) != (tensor.scale_data is None):
+                raise TosaFormatError(f"{what}: a block-scaled constant needs both its values "
+                                      "and its scales")
+        return tensor
 
     def attrs(self, op_name: str, attr: Any, input_dtype: str | None) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -457,6 +492,10 @@ def write(graph: Graph) -> bytes:
                 ft.variable, ft.variableName = t.variable, t.variable_name
                 if t.data is not None:
                     ft.data = encode_data(t.data, t.dtype)
+                if t.block_scaled:
+                    ft.scaleType, ft.blockShape = DTYPE_VALUES[t.scale_dtype], t.block_size
+                    if t.scale_data is not None:
+                        ft.scaleData = encode_data(t.scale_data, t.scale_dtype)
                 b.tensors.append(ft)
             for op in block.operators:
                 fo = fb.TosaOperatorT()

@@ -123,12 +123,5 @@ def test_conformance(conformance_test: tuple[str, Path] | str | None,
         pytest.fail("the runner reported no result for tosa_jax", pytrace=False)
     if ours.status == "skipped":
         pytest.skip(f"skipped by the runner: {ours.message or ours.result}")
-    if (ours.status != "passed" and version == "1.1.0-draft" and "bs32-" in rel.name
-            and rel.name.startswith(("matmul_t_", "row_gather_"))):
-        # Known gap: tosa-tools' 1.1 suite also gives MATMUL_T and ROW_GATHER block-scaled
-        # (bs32_fp8ue8m0_*) element types written as plain value tensors without scales, and
-        # judges a scale tensor the reference model derives; tosa_jax does not implement those.
-        pytest.xfail(f"block-scaled MATMUL_T/ROW_GATHER types are not implemented: "
-                     f"{ours.message[:300]}")
     if ours.status != "passed":
         pytest.fail(f"{ours.result}: {ours.message[:4000]}", pytrace=False)

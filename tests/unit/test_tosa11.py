@@ -281,3 +281,74 @@ def test_cast_to_block_scaled_of_tiny_and_special_blocks() -> None:
             finite_rows = [0, 1, 2, 5] if name == "d" else range(6)
             np.testing.assert_array_equal(ours.reshape(theirs.shape)[finite_rows],
                                           theirs[finite_rows], err_msg=f"{t} {name}")
+
+
+# ----------------------------------------------------------------------------- block-scaled types
+
+
+def _bs32(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Random FP8E4M3 values and FP8UE8M0 scales (2^-20 ... 2^20) of a bs32 tensor."""
+    values = (rng.standard_normal(shape) * 4).astype(ml_dtypes.float8_e4m3fn)
+    scales = np.exp2(rng.integers(-20, 21, shape[:-1] + (shape[-1] // 32,))).astype(
+        ml_dtypes.float8_e8m0fnu)
+    return values, scales
+
+
+def test_bs32_tensors_in_matmul_t_and_row_gather_against_the_reference() -> None:
+    """MATMUL_T and ROW_GATHER of bs32_fp8ue8m0_fp8e4m3_t tensors (scales carried in the tensor,
+    as tosa-tools writes them): a block-scaled graph input (its scales in ``<file>_scale.npy``
+    for the reference model, a ``tosa_jax.BlockScaled`` pair for tosa_jax), a block-scaled
+    constant, and a block-scaled output (ROW_GATHER: values and scales bit-identical)."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((2, 3, 64)).astype(np.float16)
+    bv, bs = _bs32(rng, (1, 5, 64))
+    vv, vs = _bs32(rng, (2, 6, 64))
+    idx = np.array([[0, 4, 2], [3, 1, 4]], np.int32)
+    g = GraphBuilder(V11)
+    ai = g.input("a", a.shape, "FP16")
+    vi = g.input("v", vv.shape, "FP8E4M3")
+    t = g.block.tensors[vi]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    b = g.const(bv, "FP8E4M3")
+    t = g.block.tensors[b]
+    t.scale_dtype, t.block_size, t.scale_data = "FP8UE8M0", 32, bs
+    azp, bzp = g.const([0], "FP16"), g.const([0], "FP32")  # a block-scaled B_zp is FP32
+    i = g.const(idx, "INT32")
+    rows = g.const([2], "INT32")
+    f32 = g.op("MATMUL_T", [ai, b, azp, bzp], (2, 3, 5), "FP32")
+    b16 = g.op("MATMUL_T", [ai, b, azp, bzp], (2, 3, 5), "BF16")
+    gathered = g.op("ROW_GATHER", [vi, i, rows], (2, 6, 64), "FP8E4M3")
+    t = g.block.tensors[gathered]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    data = tosa_jax.write(g.build([f32, b16, gathered]))
+    model = tosa_jax.load(data)
+    assert model.requirements.summary().startswith("PRO-FP")
+    assert "EXT-MX-FP8E4M3" in model.requirements.summary()
+    got = model.run({"a": a, "v": tosa_jax.BlockScaled(vv, vs)})
+    ref = run_reference(data, {"a": a, "v": vv}, [f32, b16, gathered], scales={"v": vs})
+    rows_out = got[gathered]
+    assert isinstance(rows_out, tosa_jax.BlockScaled)
+    np.testing.assert_array_equal(rows_out.values.view(np.uint8),
+                                  ref[gathered].view(np.uint8))
+    np.testing.assert_array_equal(rows_out.scales.view(np.uint8),
+                                  ref[gathered + "_scale"].view(np.uint8))
+    np.testing.assert_allclose(got[f32], ref[f32], rtol=1e-5, atol=1e-3)
+    # BF16 out: the reference model accumulates in bf16 (within the DOT_PRODUCT bound, which the
+    # conformance suite judges); tosa_jax accumulates in f32 and rounds once: the FP32 result
+    # rounded to bf16, within one bf16 rounding of the reference's FP32 sum
+    assert ref[b16].dtype.itemsize == 2 and got[b16].dtype == ml_dtypes.bfloat16
+    np.testing.assert_allclose(got[b16].astype(np.float32), ref[f32], rtol=2.0 ** -8, atol=1e-3)
+
+
+def test_bs32_contraction_not_a_multiple_of_the_block_is_refused() -> None:
+    """MATMUL_T.tosac: ERROR_IF(is_block_scale<B_t>() && C % get_innermost_block_size<B_t>()
+    != 0), found by profiles/ when the graph is loaded."""
+    g = GraphBuilder(V11)
+    ai = g.input("a", (1, 2, 48), "FP32")
+    bi = g.input("b", (1, 3, 48), "FP8E4M3")
+    t = g.block.tensors[bi]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    zp = g.const([0], "FP32")
+    out = g.op("MATMUL_T", [ai, bi, zp, zp], (1, 2, 3), "FP32")
+    with pytest.raises(tosa_jax.TosaValidationError, match="get_innermost_block_size"):
+        tosa_jax.load(tosa_jax.write(g.build([out])))

@@ -145,6 +145,11 @@ def _convert_output(name: str, value: Any, tosa_type: str | None) -> np.ndarray:
     return array
 
 
+def _scale_file(path: Path) -> Path:
+    """Where the scales of a block-scaled tensor's .npy file live (runner/tosa_test_runner.py)."""
+    return path.with_stem(f"{path.stem}_scale")
+
+
 class TosaSUTRunner(TosaTestRunner):
     """Runs ``test.tosa`` of one conformance test directory on tosa_jax."""
 
@@ -176,11 +181,19 @@ class TosaSUTRunner(TosaTestRunner):
                                   level={"EIGHTK": "8K", "NONE": "none"}.get(level, "8K"))
             input_types = {spec.name: _tosa_dtype_name(spec) for spec in model.inputs}
             input_shapes = {spec.name: tuple(spec.shape) for spec in model.inputs}
-            feeds: dict[str, np.ndarray] = {}
+            scaled = {spec.name: spec for spec in model.inputs if spec.block_size}
+            feeds: dict[str, Any] = {}
             for name, file in zip(desc["ifm_name"], desc["ifm_file"], strict=True):
                 array = np.load(test_dir / file)
                 feeds[name] = _convert_input(name, array, input_types.get(name, ""),
                                              input_shapes.get(name))
+                if name in scaled:
+                    # a block-scaled input: its scales are in <file stem>_scale.npy, as the
+                    # reference model reads them
+                    scales = np.load(_scale_file(test_dir / file))
+                    feeds[name] = (feeds[name], _convert_input(
+                        f"{name} scales", scales, scaled[name].scale_dtype or "",
+                        scaled[name].scale_shape))
             outputs = model.run(feeds)
         except tosa_jax.TosaError as exc:
             return result.TOSA_ERROR, f"{type(exc).__name__}: {exc}"
@@ -193,7 +206,16 @@ class TosaSUTRunner(TosaTestRunner):
             for name, file in zip(desc["ofm_name"], desc["ofm_file"], strict=True):
                 if name not in outputs:
                     return result.OTHER_ERROR, f"tosa_jax returned no output named {name!r}"
-                array = _convert_output(name, outputs[name], output_types.get(name))
+                value = outputs[name]
+                if isinstance(value, tosa_jax.BlockScaled):
+                    # a block-scaled output: its scales go to <file stem>_scale.npy, as the
+                    # reference model writes them
+                    spec = next(s for s in model.outputs if s.name == name)
+                    np.save(_scale_file(test_dir / file),
+                            _convert_output(name, value.scales, spec.scale_dtype),
+                            allow_pickle=False)
+                    value = value.values
+                array = _convert_output(name, value, output_types.get(name))
                 np.save(test_dir / file, array, allow_pickle=False)
         except Exception as exc:
             return result.OTHER_ERROR, f"writing outputs failed: {type(exc).__name__}: {exc}"

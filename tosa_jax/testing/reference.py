@@ -116,11 +116,15 @@ def _reference_model() -> str:
 
 
 def run_reference(tosa: bytes | str | os.PathLike, inputs: dict[str, np.ndarray],
-                  outputs: list[str], precise: bool | None = None) -> dict[str, np.ndarray]:
+                  outputs: list[str], precise: bool | None = None,
+                  scales: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Run a graph on the reference model; returns its outputs by name (INT48 as int64).
 
     ``precise``: for FP graphs, True runs FP64 (``--precise_mode=1``, the verifier's compliance
-    reference), False FP32 as the graph says; None leaves the option out."""
+    reference), False FP32 as the graph says; None leaves the option out.
+    ``scales``: the scales of block-scaled inputs (TOSA 1.1), by input name; the reference model
+    reads them from ``<input file stem>_scale.npy`` and writes a block-scaled output's scales
+    to ``<output file stem>_scale.npy``, returned as ``<output name>_scale``."""
     exe = _reference_model()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -132,6 +136,8 @@ def run_reference(tosa: bytes | str | os.PathLike, inputs: dict[str, np.ndarray]
         names, files = [], []
         for i, (name, arr) in enumerate(inputs.items()):
             np.save(d / f"in{i}.npy", arr)
+            if scales and name in scales:
+                np.save(d / f"in{i}_scale.npy", scales[name])
             names.append(name)
             files.append(str(d / f"in{i}.npy"))
         ofiles = [f"out{i}.npy" for i in range(len(outputs))]
@@ -146,7 +152,11 @@ def run_reference(tosa: bytes | str | os.PathLike, inputs: dict[str, np.ndarray]
         if proc.returncode != 0:
             raise AssertionError(f"reference model failed ({proc.returncode}):\n"
                                  f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-        return {n: np.load(d / f) for n, f in zip(outputs, ofiles)}
+        result = {n: np.load(d / f) for n, f in zip(outputs, ofiles)}
+        for n, f in zip(outputs, ofiles):
+            if (d / f.replace(".npy", "_scale.npy")).exists():
+                result[n + "_scale"] = np.load(d / f.replace(".npy", "_scale.npy"))
+        return result
 
 
 def run_reference_fp(tosa: str | os.PathLike, inputs: dict[str, np.ndarray],
