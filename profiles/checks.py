@@ -765,7 +765,8 @@ def named_values(c: OpCheck) -> dict[str, int]:
     c.named = env
     table = dict(_NAMED, **_NAMED_3D) if c.opr.op == "CONV3D" else _NAMED
     for key, names in table.items():
-        values = c.ints(key) if key in c.opr.attrs else None
+        # attributes in TOSA 1.0; shape_t inputs in 1.1 (the ADAPTIVE pools, CONV2D_BLOCK_SCALED)
+        values = c.ints(key) if key in c.opr.attrs or c.const(key) is not None else None
         if values is not None and len(values) == len(names):
             env.update(zip(names, values))
     if c.opr.op == "RESIZE":
@@ -1060,6 +1061,216 @@ def ROW_GATHER(c: OpCheck) -> None:  # noqa: N802
     if rows is not None and rows >= 1 and c.shape("output") != (n, w * rows, ch):
         c.fail("output", "output shape must be [N,W*row_count,C]", output=c.shape("output"),
                expected=(n, w * rows, ch))
+
+
+# --- TOSA 1.1 block-scaled operators: the value and scale tensors travel separately; the
+# scales' innermost dimension is the values' divided by block_size (1 or 32)
+
+
+def _scales_of(c: OpCheck, data: str, scale: str, block_size: int) -> None:
+    """A scale tensor's shape: its data's with the innermost dimension / block_size."""
+    shape, sshape = c.shape(data), c.shape(scale)
+    want = shape[:-1] + (shape[-1] // block_size,) if shape else ()
+    if sshape != want:
+        c.fail(scale, f"shape must be the shape of {data!r} with its innermost dimension "
+               "divided by block_size", **{scale: sshape, "expected": want})
+
+
+def _block_size_of(c: OpCheck) -> int:
+    """The block_size attribute (BLOCK_SIZE_1 or BLOCK_SIZE_32: anything else is refused)."""
+    bs = c.attr("block_size")
+    if bs not in (1, 32):
+        c.fail("block_size", "block_size must be BLOCK_SIZE_1 or BLOCK_SIZE_32", block_size=bs)
+        return 0
+    return int(bs)
+
+
+def MATMUL_T_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
+    """MATMUL_T_BLOCK_SCALED.tosac: ERROR_IF(C % block_size != 0); ERROR_IF(block_size == 1);
+    ERROR_IF(D != N && D != 1)."""
+    bs = _block_size_of(c)
+    (n, _h, ch), d = c.shape("A_data"), c.shape("B_data")[0]
+    if bs == 1:
+        c.fail("block_size", "ERROR_IF(block_size == 1)")
+    elif bs and ch % bs:
+        c.fail("A_data", "ERROR_IF(C % block_size != 0)", C=ch, block_size=bs)
+    if d != n and d != 1:
+        c.fail("B_data", "ERROR_IF(D != N && D != 1)", N=n, D=d)
+    if bs > 1 and not c.failed:
+        _scales_of(c, "A_data", "A_scale", bs)
+        _scales_of(c, "B_data", "B_scale", bs)
+
+
+def CONV2D_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
+    """CONV2D_BLOCK_SCALED.tosac: CONV2D's pad, stride, dilation, OH/OW and BC rules (pad,
+    stride and dilation are shape_t inputs), ERROR_IF(IC % block_size != 0),
+    ERROR_IF(block_size == 1)."""
+    bs = _block_size_of(c)
+    pad, stride, dil = c.ints("pad"), c.ints("stride"), c.ints("dilation")
+    ic = c.shape("input_data")[3]
+    if bs == 1:
+        c.fail("block_size", "ERROR_IF(block_size == 1)")
+    elif bs and ic % bs:
+        c.fail("input_data", "ERROR_IF(IC % block_size != 0)", IC=ic, block_size=bs)
+    if bs > 1 and not c.failed:
+        _scales_of(c, "input_data", "input_scale", bs)
+        _scales_of(c, "weight_data", "weight_scale", bs)
+    if pad is None or stride is None or dil is None:
+        return  # run-time values (EXT-DYNAMIC): judged when known
+    if min(pad) < 0:
+        c.fail("pad", "ERROR_IF(pad_top < 0 || pad_bottom < 0 || pad_left < 0 || pad_right < 0)",
+               pad=pad)
+    if min(stride) < 1:
+        c.fail("stride", "ERROR_IF(stride_y < 1 || stride_x < 1)", stride=stride)
+    if min(dil) < 1:
+        c.fail("dilation", "ERROR_IF(dilation_y < 1 || dilation_x < 1)", dilation=dil)
+    oc = c.shape("weight_data")[0]
+    bc = c.shape("bias")[0]
+    if bc != oc and bc != 1:
+        c.fail("bias", "ERROR_IF(BC != OC && BC != 1)", BC=bc, OC=oc)
+    if c.failed:
+        return
+    _, ih, iw, _ = c.shape("input_data")
+    _, kh, kw, _ = c.shape("weight_data")
+    _, oh, ow, _ = c.shape("output")
+    _conv_out(c, "OH", oh, ih, pad[0], pad[1], kh, dil[0], stride[0],
+              ("IH", "pad_top", "pad_bottom", "KH", "dilation_y", "stride_y"))
+    _conv_out(c, "OW", ow, iw, pad[2], pad[3], kw, dil[1], stride[1],
+              ("IW", "pad_left", "pad_right", "KW", "dilation_x", "stride_x"))
+
+
+def _value_scale_list(c: OpCheck, arg: str, bs: int) -> list[Tensor] | None:
+    """A (values[, scales]) tensor list: ERROR_IF(len != 1 && len != 2),
+    ERROR_IF((len == 1) && (block_size != 1)), ERROR_IF((len == 2) && (block_size == 1))."""
+    items = c.tensors.get(arg)
+    items = items if isinstance(items, list) else [items] if isinstance(items, Tensor) else []
+    n = len(items)
+    if n not in (1, 2):
+        c.fail(arg, f"ERROR_IF({arg}_len != 1 && {arg}_len != 2)", **{f"{arg}_len": n})
+        return None
+    if n == 1 and bs != 1:
+        c.fail("block_size", f"ERROR_IF(({arg}_len == 1) && (block_size != 1))", block_size=bs)
+        return None
+    if n == 2 and bs == 1:
+        c.fail("block_size", f"ERROR_IF(({arg}_len == 2) && (block_size == 1))")
+        return None
+    return items
+
+
+def RESHAPE_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
+    """RESHAPE_BLOCK_SCALED.tosac, every ERROR_IF; the outputs are the reshaped list."""
+    bs = _block_size_of(c)
+    ins = _value_scale_list(c, "input", bs) if bs else None
+    outs = c.tensors.get("output")
+    outs = outs if isinstance(outs, list) else []
+    if ins is None:
+        return
+    if len(outs) != len(ins):
+        c.fail("output", "ERROR_IF(output_len != input_len)", output_len=len(outs),
+               input_len=len(ins))
+        return
+    new_shape = c.ints("new_value_shape")
+    if new_shape is None:
+        return  # a run-time shape (EXT-DYNAMIC)
+    value_shape = ins[0].shape
+    if math.prod(value_shape) != math.prod(new_shape):
+        c.fail("new_value_shape", "ERROR_IF(tensor_size(value_shape1) != "
+               "tensor_size(new_value_shape))", value_shape1=value_shape,
+               new_value_shape=new_shape)
+        return
+    shapes = [new_shape]
+    if len(ins) == 2:
+        scale_shape = ins[1].shape
+        if not value_shape or not new_shape:
+            c.fail("input", "ERROR_IF(rank(value_shape1) == 0 || rank(new_value_shape) == 0)")
+            return
+        if len(value_shape) != len(scale_shape):
+            c.fail("input", "ERROR_IF(rank(value_shape1) != rank(scale_shape1))",
+                   value_shape1=value_shape, scale_shape1=scale_shape)
+            return
+        if value_shape[-1] % bs or new_shape[-1] % bs:
+            c.fail("input", "ERROR_IF((value_shape1_last % block_size) != 0) or "
+                   "ERROR_IF((new_value_shape_last % block_size) != 0)",
+                   value_shape1=value_shape, new_value_shape=new_shape, block_size=bs)
+            return
+        if scale_shape[-1] != value_shape[-1] // bs:
+            c.fail("input", "ERROR_IF(scale_shape1[-1] != (value_shape1_last / block_size))",
+                   scale_shape1=scale_shape, value_shape1=value_shape, block_size=bs)
+            return
+        new_scale_shape = new_shape[:-1] + (new_shape[-1] // bs,)
+        if math.prod(scale_shape) != math.prod(new_scale_shape):
+            c.fail("input", "ERROR_IF(tensor_size(scale_shape1) != tensor_size(new_scale_shape))",
+                   scale_shape1=scale_shape, new_scale_shape=new_scale_shape)
+            return
+        shapes.append(new_scale_shape)
+    for t, shape in zip(outs, shapes):
+        if t.shape != shape:
+            c.fail("output", "output shape must be the new shape", output=t.shape,
+                   expected=shape)
+
+
+def ROW_GATHER_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
+    """ROW_GATHER_BLOCK_SCALED.tosac: ERROR_IF(C % block_size != 0), the values list rules,
+    ERROR_IF(row_count < 1); outputs [N, W*row_count, C] (and the scales')."""
+    bs = _block_size_of(c)
+    values = _value_scale_list(c, "values", bs) if bs else None
+    outs = c.tensors.get("output")
+    outs = outs if isinstance(outs, list) else []
+    if values is None:
+        return
+    if len(outs) != len(values):
+        c.fail("output", "the output list holds as many tensors as the values list",
+               output_len=len(outs), values_len=len(values))
+        return
+    n, _k, ch = values[0].shape
+    if ch % bs:
+        c.fail("values", "ERROR_IF(C % block_size != 0)", C=ch, block_size=bs)
+        return
+    if len(values) == 2 and values[1].shape != values[0].shape[:2] + (ch // bs,):
+        c.fail("values", "the scales are [N,K,C/block_size]", scales=values[1].shape,
+               expected=values[0].shape[:2] + (ch // bs,))
+        return
+    rows = c.scalar("row_count")
+    if rows is not None and rows < 1:
+        c.fail("row_count", "ERROR_IF(row_count < 1)", row_count=rows)
+        return
+    w = c.shape("indices")[1]
+    if rows is not None:
+        for t, last in zip(outs, (ch, ch // bs)):
+            if t.shape != (n, w * rows, last):
+                c.fail("output", "output shape must be [N,W*row_count,C] (scales: C/block_size)",
+                       output=t.shape, expected=(n, w * rows, last))
+
+
+def _cast_block_shapes(c: OpCheck, data: str, scale: str) -> None:
+    """CAST_TO/FROM_BLOCK_SCALED: ERROR_IF(rank(shape) == 0 || shape[rank(shape)-1] %
+    block_size != 0), ERROR_IF(block_size == 1), and the scales' shape (CAST_FROM:
+    ERROR_IF(rank(shape) != rank(in_scale_shape)), ERROR_IF(shape[i] != in_scale_shape[i]),
+    ERROR_IF(shape[rank-1] != in_scale_shape[rank-1] * block_size))."""
+    bs = _block_size_of(c)
+    shape, sshape = c.shape(data), c.shape(scale)
+    if not bs:
+        return
+    if not shape or shape[-1] % bs:
+        c.fail(data, "ERROR_IF(rank(shape) == 0 || shape[rank(shape)-1] % block_size != 0)",
+               shape=shape, block_size=bs)
+    elif bs == 1:
+        c.fail("block_size", "ERROR_IF(block_size == 1)")
+    elif len(shape) != len(sshape):
+        c.fail(scale, "ERROR_IF(rank(shape) != rank(in_scale_shape))", shape=shape,
+               scale_shape=sshape)
+    elif sshape != shape[:-1] + (shape[-1] // bs,):
+        c.fail(scale, "ERROR_IF(shape[axis_index] != in_scale_shape[axis_index]) or "
+               "ERROR_IF(shape[rank(shape) - 1] != in_scale_shape[rank(shape) - 1] * block_size)",
+               shape=shape, scale_shape=sshape, block_size=bs)
+
+
+def CAST_TO_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
+    _cast_block_shapes(c, "input_data", "output_scale")
+
+
+def CAST_FROM_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
+    _cast_block_shapes(c, "input_data", "input_scale")
 
 
 def DIM(c: OpCheck) -> None:  # noqa: N802
@@ -1496,7 +1707,12 @@ def _variable(c: OpCheck) -> None:
 RULES: dict[str, Callable[[OpCheck], None]] = {
     "ARGMAX": ARGMAX, "AVG_POOL2D": AVG_POOL2D, "MAX_POOL2D": MAX_POOL2D, "CONV2D": CONV2D,
     "AVG_POOL2D_ADAPTIVE": AVG_POOL2D, "MAX_POOL2D_ADAPTIVE": MAX_POOL2D,
-    "MATMUL_T": MATMUL_T, "ROW_GATHER": ROW_GATHER, "DIM": DIM, "SLICE_SHAPE": SLICE_SHAPE,
+    "MATMUL_T": MATMUL_T, "ROW_GATHER": ROW_GATHER, "DIM": DIM,
+    "MATMUL_T_BLOCK_SCALED": MATMUL_T_BLOCK_SCALED, "CONV2D_BLOCK_SCALED": CONV2D_BLOCK_SCALED,
+    "RESHAPE_BLOCK_SCALED": RESHAPE_BLOCK_SCALED,
+    "ROW_GATHER_BLOCK_SCALED": ROW_GATHER_BLOCK_SCALED,
+    "CAST_TO_BLOCK_SCALED": CAST_TO_BLOCK_SCALED, "CAST_FROM_BLOCK_SCALED": CAST_FROM_BLOCK_SCALED,
+    "SLICE_SHAPE": SLICE_SHAPE,
     "CONV3D": CONV3D, "DEPTHWISE_CONV2D": DEPTHWISE_CONV2D, "TRANSPOSE_CONV2D": TRANSPOSE_CONV2D,
     "FFT2D": FFT2D, "RFFT2D": RFFT2D, "MATMUL": MATMUL, "CLAMP": CLAMP, "SELECT": SELECT,
     "NEGATE": NEGATE, "CONCAT": CONCAT, "PAD": PAD, "RESHAPE": RESHAPE, "REVERSE": REVERSE,

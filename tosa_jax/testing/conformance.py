@@ -351,6 +351,9 @@ OPERATORS_1_1 = (
     "dim", "add_shape", "sub_shape", "mul_shape", "div_ceil_shape", "div_floor_shape",
     "mod_shape", "max_shape", "min_shape", "exp2_shape", "log2_ceil_shape", "log2_floor_shape",
     "concat_shape", "slice_shape", "assert_equal_shape")
+# Every ERROR_IF test of the operators TOSA 1.1 adds (test_negative_profiles.py), kept whole.
+CI_NEGATIVES_1_1 = Selection(version="1.1.0-draft", profiles=("all",), extensions=("all",),
+                             operators=OPERATORS_1_1, test_type="negative")
 
 
 @dataclass(frozen=True)
@@ -943,7 +946,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_slice(args: argparse.Namespace) -> int:
-    wanted = [(CI_SELECTION, False)] + ([(CI_NEGATIVES, True)] if args.negatives else [])
+    wanted = [(CI_SELECTION, False)] + ([(CI_NEGATIVES, True), (CI_NEGATIVES_1_1, True)]
+                                        if args.negatives else [])
     for selection, whole in wanted:
         start = time.monotonic()
         root = cached_slice(Path(args.cache), selection, args.jobs, progress=True, whole=whole)
