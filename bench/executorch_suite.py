@@ -11,6 +11,7 @@ an engine (failed or skipped before running a graph) counted apart.
 
     python bench/executorch_suite.py --ops add softmax --models ds_cnn --per-file 10
     python bench/executorch_suite.py --json bench/results/executorch_suite.json
+    python bench/executorch_suite.py --ops --models --tosa-1-1    # the 85 TOSA 1.1 tests only
 
 The pytest outcome of each test follows the reference model; the table is the result.
 """
@@ -32,6 +33,9 @@ import pytest
 OPS = ["add", "softmax", "sigmoid", "relu", "conv2d", "linear", "avg_pool2d", "mean_dim", "amax",
        "any", "select", "sum", "cond", "while"]  # test_mean_dim.py holds mean too
 MODELS = ["ds_cnn", "resnet8", "deep_autoencoder", "lstm_arm"]
+# The test files whose ``-k tosa`` tests emit TOSA 1.1.0-draft graphs (TOSA-1.1+FP+mxfp: MXFP
+# block-scaled convolution and linear, FFT): 85 tests in ExecuTorch 1.5.1 (``--tosa-1-1``).
+TOSA_1_1 = ["ops/test_mxfp_conv2d.py", "ops/mxfp/test_mxfp_linear.py", "ops/test_fft.py"]
 
 
 @dataclass
@@ -209,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="*", default=MODELS, help="model test files (test_<m>.py)")
     ap.add_argument("--per-file", type=int, default=None,
                     help="run only the first N selected tests of each file")
+    ap.add_argument("--tosa-1-1", action="store_true",
+                    help="also the test files that emit TOSA 1.1 graphs (MXFP, FFT: "
+                    + ", ".join(TOSA_1_1) + "); with --ops and --models given empty, only them")
     ap.add_argument("-k", default="tosa", help="pytest -k expression (default: tosa)")
     ap.add_argument("--json", help="write every record and the totals here")
     ap.add_argument("--save-graphs", metavar="DIR", help="keep every TOSA graph run, as .tosa")
@@ -222,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     root = list(arm_test.__path__)[0]  # a namespace package: no __file__
     files = [os.path.join(root, "ops", f"test_{o}.py") for o in args.ops]
     files += [os.path.join(root, "models", f"test_{m}.py") for m in args.models]
+    if args.tosa_1_1:
+        files += [os.path.join(root, f) for f in TOSA_1_1]
     missing = [f for f in files if not os.path.exists(f)]
     if missing:
         print(f"no such test file(s): {missing}", file=sys.stderr)

@@ -35,7 +35,7 @@ import numpy as np
 
 from tosa_jax.errors import TosaInputError, TosaLimitError, TosaUnsupportedError
 from tosa_jax.executor import graph_variables, initial_values, run_block
-from tosa_jax.ir import INT_RANGES, INTEGER_TYPES, Block, Graph, Wide, wide_to_numpy
+from tosa_jax.ir import INT_RANGES, INTEGER_TYPES, Block, BlockScaled, Graph, Wide, wide_to_numpy
 from tosa_jax.limits import human_bytes, tensor_bytes
 
 CONST_OPS = ("CONST", "CONST_SHAPE")
@@ -124,7 +124,10 @@ def intermediates_function(graph: Graph, names: Sequence[str]
     return fn
 
 
-def _to_numpy(value: Any) -> np.ndarray:
+def _to_numpy(value: Any) -> Any:
+    """Host values: INT48/INT64 as int64, a block-scaled tensor as a BlockScaled numpy pair."""
+    if isinstance(value, BlockScaled):
+        return BlockScaled(_to_numpy(value.values), _to_numpy(value.scales))
     return wide_to_numpy(value) if isinstance(value, Wide) else np.asarray(value)
 
 

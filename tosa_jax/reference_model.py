@@ -29,10 +29,12 @@ The conventions, each checked against the binding in tests/unit/test_reference_m
   graph's initial values; 1: from zeros, as the binding, which is given no numpy data here,
   does), ``tosa_level`` ("NONE", "EIGHTK"). Every run starts from the initial variable values:
   state never carries over between calls. ``verbosity`` and ``debug_mode`` are validated;
-  tosa_jax writes no reference-model log, so these, ``debug_filename``, ``dump_intermediates``,
-  ``precise_mode`` (FP64 arithmetic) and ``bounds_mode`` are named in an
-  ``UnsupportedOptionWarning`` (once per process) and otherwise ignored. ``inst_id``,
-  ``is_unbuffered`` and ``fp_format`` change nothing tosa_jax produces.
+  tosa_jax writes no reference-model log, so these, ``debug_filename`` (without
+  ``dump_intermediates``), ``precise_mode`` (FP64 arithmetic) and ``bounds_mode`` are named in an
+  ``UnsupportedOptionWarning`` (once per process) and otherwise ignored.
+  ``dump_intermediates=1`` writes every operator's outputs in the binding's text format, to
+  ``debug_filename`` or stderr, from ``tosa_jax.inspect`` (``fp_format`` formats the floats).
+  ``inst_id`` and ``is_unbuffered`` change nothing tosa_jax produces.
 
 Compiled Models are kept in a process-wide LRU cache keyed by the graph's bytes: running the same
 graph again does not parse, validate or compile it again (``cache_info()``, ``cache_clear()``;
@@ -158,10 +160,9 @@ def _check_options(debug_filename: str | None, debug_mode: str | None, verbosity
         _warn_once(f"verbosity={verbosity!r}", "tosa_jax writes no reference-model log")
     if debug_mode is not None:
         _warn_once(f"debug_mode={debug_mode!r}", "tosa_jax writes no reference-model trace")
-    if debug_filename is not None:
-        _warn_once("debug_filename", "tosa_jax writes no reference-model trace")
-    if dump_intermediates:
-        _warn_once("dump_intermediates", "no intermediate tensors are written")
+    if debug_filename is not None and not dump_intermediates:
+        _warn_once("debug_filename", "tosa_jax writes no reference-model trace (only the "
+                   "dump_intermediates text goes there)")
     if precise_mode:
         _warn_once("precise_mode", "floating-point operators compute in the graph's own "
                    "types, not in FP64")
@@ -227,7 +228,7 @@ def run(tosa_binary: bytes | bytearray | memoryview | str, inputs: Sequence[Any]
     """Run a serialized TOSA graph on ``inputs`` (in graph order), as the reference model's
     binding does; returns ``(outputs in graph order, GraphStatus)``. See the module docstring
     for the conventions and options."""
-    del inst_id, is_unbuffered, fp_format  # no effect on anything tosa_jax produces
+    del inst_id, is_unbuffered  # no effect on anything tosa_jax produces
     _check_options(debug_filename, debug_mode, verbosity, dump_intermediates, precise_mode,
                    bounds_mode, tosa_level)
     if isinstance(tosa_binary, str):
@@ -248,11 +249,72 @@ def run(tosa_binary: bytes | bytearray | memoryview | str, inputs: Sequence[Any]
                                  f"input(s), got {len(inputs)}")
     args = [_input(s, v, i) for i, (s, v) in enumerate(zip(model.inputs, inputs))]
     outs = _execute(model, args, bool(initialize_variable_tensor_from_numpy))
+    if dump_intermediates:
+        _dump_intermediates(model, args, debug_filename, fp_format)
     level = LEVELS[tosa_level]
     status = GraphStatus.TOSA_VALID
     if level is not None and model.requirements.level != level:
         status = GraphStatus.TOSA_UNPREDICTABLE  # a LEVEL_CHECK is a REQUIRE
     return [_output(s, o) for s, o in zip(model.outputs, outs)], status
+
+
+# ----------------------------------------------------------------------------- dump_intermediates
+
+
+def _format_values(values: np.ndarray, fp_format: str) -> str:
+    """A tensor's values as the reference model's dump prints them: nested brackets, one line
+    per innermost row, each element as `` %d `` (integers, BOOL as 0/1) or `` %<fp_format>f ``
+    (every floating-point type, as the C float it is widened to)."""
+    floating = values.dtype.kind not in "biu"  # float, and ml_dtypes' bf16/fp8 (kind V)
+    spec = f"%{fp_format}f"
+
+    def element(v: Any) -> str:
+        return f" {spec % float(v)} " if floating else f" {int(v)} "
+
+    def nested(a: np.ndarray) -> str:
+        if a.ndim <= 1:
+            return "[" + "".join(element(v) for v in a.reshape(-1)) + "]\n"
+        return "[" + "".join(nested(row) for row in a) + "]\n"
+
+    return nested(values)
+
+
+def _tensor_line(name: str, spec: Any) -> str:
+    shape = "".join(f"{d}, " for d in spec.shape)
+    return f"Name: {name} DType={spec.dtype} isValid=1 Rank={len(spec.shape)} Shape=[{shape}]"
+
+
+def _dump_intermediates(model: Model, args: list[np.ndarray], debug_filename: str | None,
+                        fp_format: str) -> None:
+    """What the binding writes with ``dump_intermediates=1``: for each operator of the entry
+    block, in order, its header, its input and output tensors, then each output's values (see
+    ``_format_values``), to ``debug_filename`` or stderr. The values come from
+    ``tosa_jax.inspect`` (one compiled call keeping every tensor of the block). Where the
+    binding prints INT8/BOOL elements as raw characters, this prints their numbers."""
+    import sys
+
+    values = model.intermediates(*args, constants=True)
+    block = model.graph.main
+    lines: list[str] = []
+    for index, op in enumerate(block.operators):
+        lines.append(f"Node type: {op.op} ID: {index} Eval Count: 1 On next node list: 0 "
+                     "Evaluated: 1 Is marked: 0\n")
+        for kind, names in (("Input", op.inputs), ("Output", op.outputs)):
+            for i, name in enumerate(names):
+                lines.append(f"{kind:>9}[{i}]  {_tensor_line(name, block.tensors[name])}\n")
+        for name in op.outputs:
+            lines.append(_tensor_line(name, block.tensors[name]) + "\n")
+            value = values.get(name)
+            if isinstance(value, np.ndarray):
+                lines.append(_format_values(value, fp_format))
+        lines.append("\n")
+    text = "".join(lines)
+    if debug_filename is None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    else:
+        with open(debug_filename, "a") as f:
+            f.write(text)
 
 
 def _execute(model: Model, args: list[np.ndarray], zero_variables: bool) -> list[Any]:

@@ -215,7 +215,7 @@ def test_options_accepted_and_unsupported_ones_warned(monkeypatch):
         warnings.simplefilter("error")
         _same(*_both(g, [x], **quiet))
     for option, value in [("verbosity", "MED"), ("debug_mode", "ALL"),
-                          ("dump_intermediates", 1), ("precise_mode", 1),
+                          ("debug_filename", "/dev/null"), ("precise_mode", 1),
                           ("bounds_mode", True)]:
         with pytest.warns(rm.UnsupportedOptionWarning, match=option):
             got = rm.run(g, [x], **{option: value})
@@ -226,6 +226,46 @@ def test_options_accepted_and_unsupported_ones_warned(monkeypatch):
     for option, bad in [("verbosity", "LOUD"), ("debug_mode", "X"), ("tosa_level", "8K")]:
         with pytest.raises(ValueError, match=option):  # the binding aborts the process here
             rm.run(g, [x], **{option: bad})
+
+
+def _dump_graph() -> bytes:
+    """INT32, FP32 and FP16 tensors of rank 0, 1 and 2 (where the binding's dump is plain text:
+    it writes INT8 and BOOL elements as raw characters), constants, several inputs."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 3), "INT32")
+    y = b.op("ABS", [x], (2, 3), "INT32", name="absout")
+    c = b.const(np.array([[1, -2, 3], [40, 5, -600]], np.int32), "INT32", name="cst")
+    z = b.op("ADD", [y, c], (2, 3), "INT32", name="addout")
+    f = b.input("f", (3,), "FP32")
+    zp = b.const([0.0], "FP32", name="zp")
+    g = b.op("NEGATE", [f, zp, zp], (3,), "FP32", name="neg")
+    r = b.op("RECIPROCAL", [g], (3,), "FP32", name="recip")
+    h = b.input("h", (2,), "FP16")
+    hn = b.op("ABS", [h], (2,), "FP16", name="habs")
+    s = b.input("s", (), "INT32")
+    sn = b.op("ABS", [s], (), "INT32", name="sabs")
+    return tosa_jax.write(b.build([z, r, hn, sn]))
+
+
+@pytest.mark.parametrize("fp_format", ["0.5", "0.3"])
+def test_dump_intermediates_writes_what_the_binding_writes(tmp_path, fp_format):
+    """dump_intermediates=1 with debug_filename: the same text, byte for byte, as the binding's
+    (each operator: header, inputs, outputs, each output's values), through tosa_jax.inspect."""
+    g = _dump_graph()
+    inputs = [np.array([[-3, 2, 0], [5, -7, 1]], np.int32),
+              np.array([1.5, -2.25, 1e-3], np.float32), np.array([3e-3, -65504], np.float16),
+              np.array(-7, np.int32)]
+    theirs, ours = tmp_path / "ref.txt", tmp_path / "tj.txt"
+    ref = trm.run(g, inputs, dump_intermediates=1, debug_filename=str(theirs),
+                  fp_format=fp_format)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # supported now: no UnsupportedOptionWarning
+        got = rm.run(g, inputs, dump_intermediates=1, debug_filename=str(ours),
+                     fp_format=fp_format)
+    _same(ref, got)
+    text = ours.read_text()
+    assert "Name: recip DType=FP32 isValid=1 Rank=1 Shape=[3, ]" in text
+    assert text == theirs.read_text()
 
 
 def test_models_cached_by_graph_bytes(monkeypatch):
