@@ -1273,6 +1273,31 @@ def CAST_FROM_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
     _cast_block_shapes(c, "input_data", "input_scale")
 
 
+def _shape_length(c: OpCheck, name: str) -> int:
+    """The number of values of a shape_t argument (its static length)."""
+    shape = c.shape(name)
+    return int(shape[0]) if shape else 0
+
+
+def _same_length_shapes(c: OpCheck) -> None:
+    """TOSA 1.1 shape operators of two shape_t inputs: ERROR_IF(length(input1) !=
+    length(input2)) (the values may be computed; their lengths are static)."""
+    a, b = _shape_length(c, "input1"), _shape_length(c, "input2")
+    if a != b:
+        c.fail("input2", "ERROR_IF(length(input1) != length(input2))", input1=a, input2=b)
+
+
+def CONCAT_SHAPE(c: OpCheck) -> None:  # noqa: N802
+    """CONCAT_SHAPE.tosac: ERROR_IF(input == []); ERROR_IF(input[i] == []) for each input."""
+    items = c.tensors.get("input")
+    items = items if isinstance(items, list) else []
+    if not items:
+        c.fail("input", "ERROR_IF(input == [])")
+    for i, t in enumerate(items):
+        if not (t.shape and t.shape[0]):
+            c.fail("input", "ERROR_IF(input[i] == [])", i=i, tensor=t.name)
+
+
 def DIM(c: OpCheck) -> None:  # noqa: N802
     """TOSA 1.1: ERROR_IF(axis >= rank(shape)); ERROR_IF(axis < 0)."""
     axis, rank = c.attr("axis"), len(c.shape("input1"))
@@ -1712,7 +1737,8 @@ RULES: dict[str, Callable[[OpCheck], None]] = {
     "RESHAPE_BLOCK_SCALED": RESHAPE_BLOCK_SCALED,
     "ROW_GATHER_BLOCK_SCALED": ROW_GATHER_BLOCK_SCALED,
     "CAST_TO_BLOCK_SCALED": CAST_TO_BLOCK_SCALED, "CAST_FROM_BLOCK_SCALED": CAST_FROM_BLOCK_SCALED,
-    "SLICE_SHAPE": SLICE_SHAPE,
+    "SLICE_SHAPE": SLICE_SHAPE, "CONCAT_SHAPE": CONCAT_SHAPE,
+    "ASSERT_EQUAL_SHAPE": _same_length_shapes,
     "CONV3D": CONV3D, "DEPTHWISE_CONV2D": DEPTHWISE_CONV2D, "TRANSPOSE_CONV2D": TRANSPOSE_CONV2D,
     "FFT2D": FFT2D, "RFFT2D": RFFT2D, "MATMUL": MATMUL, "CLAMP": CLAMP, "SELECT": SELECT,
     "NEGATE": NEGATE, "CONCAT": CONCAT, "PAD": PAD, "RESHAPE": RESHAPE, "REVERSE": REVERSE,
@@ -1724,6 +1750,9 @@ for _name in ("ADD", "ARITHMETIC_RIGHT_SHIFT", "BITWISE_AND", "BITWISE_OR", "BIT
               "LOGICAL_XOR", "MAXIMUM", "MINIMUM", "MUL", "POW", "SUB", "EQUAL", "GREATER",
               "GREATER_EQUAL"):
     RULES[_name] = _binary
+for _name in ("ADD_SHAPE", "SUB_SHAPE", "MUL_SHAPE", "DIV_CEIL_SHAPE", "DIV_FLOOR_SHAPE",
+              "MOD_SHAPE", "MAX_SHAPE", "MIN_SHAPE"):
+    RULES[_name] = _same_length_shapes
 for _name in ("REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PRODUCT",
               "REDUCE_SUM"):
     RULES[_name] = _reduce
