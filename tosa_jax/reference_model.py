@@ -55,7 +55,7 @@ import numpy as np
 
 from tosa_jax.errors import TosaError, TosaInputError, TosaValidationError
 from tosa_jax.executor import initial_state
-from tosa_jax.ir import HOST_DTYPES, num_elements
+from tosa_jax.ir import HOST_DTYPES, BlockScaled, num_elements
 from tosa_jax.lowering.numerics import Wide, wide_to_numpy
 from tosa_jax.model import Model, TensorSpec, load
 
@@ -197,6 +197,11 @@ def _input(spec: TensorSpec, value: Any, index: int) -> np.ndarray:
 
 
 def _output(spec: TensorSpec, value: Any) -> np.ndarray:
+    if isinstance(value, BlockScaled):
+        # a block-scaled output (TOSA 1.1): the binding returns one array of the value type,
+        # each value times its block's scale
+        scales = np.repeat(np.asarray(value.scales).astype(np.float32), spec.block_size, axis=-1)
+        value = np.asarray(value.values).astype(np.float32) * scales
     arr = np.array(value, dtype=spec.np_dtype)  # a writable copy, as the binding gives
     raw = RAW_OUTPUTS.get(spec.dtype)
     return arr.view(raw) if raw is not None else arr
@@ -329,4 +334,4 @@ def _execute(model: Model, args: list[np.ndarray], zero_variables: bool) -> list
         state = {v.name: model._check_input(v, start[v.name]) for v in model.variables}
         full = (state, *bound)
         outs, _ = model._executable(full)(*full)
-    return [wide_to_numpy(o) if isinstance(o, Wide) else o for o in outs]
+    return [wide_to_numpy(o) if isinstance(o, Wide) else o for o in outs]  # BlockScaled kept

@@ -280,3 +280,22 @@ def test_models_cached_by_graph_bytes(monkeypatch):
     assert calls == [] and rm.cache_info()["hits"] == 3
     rm.run(_unary("ABS", "INT32", "INT32", shape=(4,)), [np.zeros(4, np.int32)])
     assert len(calls) == 1 and rm.cache_info()["size"] == 2
+
+
+def test_block_scaled_output_as_the_binding_returns_it():
+    """TOSA 1.1: a ROW_GATHER of a bs32_fp8ue8m0_fp8e4m3_t constant: the binding returns one
+    FP8E4M3 array (raw bits), each value times its block's scale."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal((1, 4, 32)).astype(ml_dtypes.float8_e4m3fn)
+    scales = np.exp2(rng.integers(-3, 3, (1, 4, 1))).astype(ml_dtypes.float8_e8m0fnu)
+    b = GraphBuilder((1, 1, 0, True))
+    v = b.const(values, "FP8E4M3")
+    t = b.block.tensors[v]
+    t.scale_dtype, t.block_size, t.scale_data = "FP8UE8M0", 32, scales
+    i = b.input("i", (1, 2), "INT32")
+    out = b.op("ROW_GATHER", [v, i, b.const([1], "INT32")], (1, 2, 32), "FP8E4M3")
+    t = b.block.tensors[out]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    _same(*_both(tosa_jax.write(b.build([out])), [np.array([[2, 0]], np.int32)]))
