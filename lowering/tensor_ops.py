@@ -44,6 +44,7 @@ from tosa_jax.lowering.numerics import (
     apply_scale_32,
     as_i32,
     block_value_f32,
+    lx,
     reciprocal_scale,
     saturate_cast,
     wide,
@@ -282,7 +283,12 @@ def _zp_box_sum(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, zp: A
             window = jnp.repeat(window, oc // g.groups, axis=-1)
         acc = acc - wzp * window
     if not (isinstance(zp, int) and zp == 0):
-        acc = acc - zp * jnp.asarray(_box_sum_w(w, box, nsp, wzp))
+        sum_w = _box_sum_w(w, box, nsp, wzp)
+        if isinstance(zp, int) and isinstance(sum_w, np.ndarray) and isinstance(acc, jax.Array):
+            # zp * sum (w - wzp) modulo 2**32, a constant per output channel
+            zw = ((zp * sum_w.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31))
+            return lx(lax.sub, acc, zw.astype(np.int32))
+        acc = acc - zp * jnp.asarray(sum_w)
     return acc
 
 
@@ -363,11 +369,18 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
     kh, kw, c, m = w.shape
 
     def taps(x: Any, w: Any) -> Any:
+        # lax on a traced input: one equation a step (jax.numpy's wrappers cost ~10x to trace);
+        # a constant weight is prepared in numpy, each tap's weights a broadcast constant
+        host = isinstance(w, np.ndarray) and not isinstance(x, np.ndarray)
         if floating:
             acc = DEVICE_DTYPES[acc_t]
-            xs, ws = jnp.asarray(x).astype(acc), jnp.asarray(w).astype(acc)
+            xs = jnp.asarray(x)
+            xs = xs if xs.dtype == acc else lax.convert_element_type(xs, acc)
+            ws = w.astype(np.dtype(acc)) if host else jnp.asarray(w).astype(acc)
         else:
-            xs, ws = as_i32(x) - zp, as_i32(w) - wzp
+            xs = as_i32(x)
+            xs = lx(lax.sub, xs, zp) if zp else xs
+            ws = (w.astype(np.int32) - np.int32(wzp)) if host else as_i32(w) - wzp
         config = [(0, 0, 0), (*g.pads[0], 0), (*g.pads[1], 0), (0, 0, 0)]
         xp = lax.pad(xs, jnp.zeros((), xs.dtype), config)
         if m > 1:  # output channel c*M+m reads input channel c
@@ -381,8 +394,8 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
                 window = lax.slice(xp, (0, y, x0, 0),
                                    (xp.shape[0], y + (oh - 1) * sy + 1, x0 + (ow - 1) * sx + 1,
                                     c * m), (1, sy, sx, 1))
-                term = window * ws[i, j]
-                total = term if total is None else total + term
+                term = lx(lax.mul, window, ws[i, j]) if host else window * ws[i, j]
+                total = term if total is None else lax.add(total, term)
         return total
 
     if not (isinstance(zp, int | float) and isinstance(wzp, int | float)):
@@ -405,6 +418,9 @@ def _add_bias(node: Node, acc: Any, bias: Any, channels: int) -> Any:
         return wide_add(acc, Wide(jnp.asarray(b.hi), jnp.asarray(b.lo)))
     dtype = DEVICE_DTYPES[out_t]
     # int32: apply_add_s REQUIREs no overflow, so wrapping int32 addition is exact.
+    if isinstance(bias, np.ndarray) and isinstance(acc, jax.Array):
+        acc = acc if acc.dtype == dtype else lax.convert_element_type(acc, dtype)
+        return lx(lax.add, acc, bias.astype(np.dtype(dtype)))
     return acc.astype(dtype) + jnp.asarray(bias, dtype)
 
 
