@@ -120,6 +120,12 @@ def lx(f: Any, a: Array, b: Any) -> Array:
     return f(a, lax_const(b, a))
 
 
+def same_aval(a: Any, b: Any) -> bool:
+    """Both JAX arrays of one shape and dtype: an elementwise lax operation applies as is."""
+    return (isinstance(a, jax.Array) and isinstance(b, jax.Array) and a.shape == b.shape
+            and a.dtype == b.dtype)
+
+
 def apply_clip(value: Array, lo: int, hi: int) -> Array:
     """apply_clip_s on integer values with static bounds."""
     value = jnp.asarray(value)
@@ -341,6 +347,7 @@ def _mulhi_const(v: Array, m: np.ndarray) -> Array:
     2**31 in magnitude) and Y = vl ml < 2**32 (unsigned). The carries are summed apart."""
     mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
     vh, vl = lx(lax.shift_right_arithmetic, v, 16), lx(lax.bitwise_and, v, 0xFFFF)
+    mh = lax_const(mh, v) if mh.ndim else mh  # one broadcast, used twice
     x1, x2 = lx(lax.mul, vh, ml), lx(lax.mul, vl, mh)
     yh = bitcast_i32(lx(lax.shift_right_logical, lx(lax.mul, bitcast_u32(vl), ml), 16))
     low16 = lax.add(lx(lax.bitwise_and, x1, 0xFFFF), lx(lax.bitwise_and, x2, 0xFFFF))

@@ -149,6 +149,11 @@ _IM2COL_MAX_CHANNELS = 4
 _IM2COL_MIN_POSITIONS = {"int": 256, "float": 2048}
 
 
+def _np_or_jnp(w: Any) -> Any:
+    """numpy for a constant (computed now, once), else jax.numpy."""
+    return np if isinstance(w, np.ndarray) else jnp
+
+
 def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
     """The correlation as [N, O-spatial..., taps * I] patches times the [taps * I, O] weight
     (patch order: kernel position, then channel, as the weight's row-major reshape)."""
@@ -159,7 +164,7 @@ def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> 
         stop = tuple(b + (o - 1) * s + 1 for b, o, s in zip(start, g.out_spatial, g.strides))
         cols.append(lax.slice(x, (0, *start, 0), (n, *stop, c), (1, *g.strides, 1)))
     patches = jnp.concatenate(cols, axis=-1)
-    return lax.dot_general(patches, jnp.reshape(w, (-1, w.shape[-1])),
+    return lax.dot_general(patches, _np_or_jnp(w).reshape(w, (-1, w.shape[-1])),
                            (((x.ndim - 1,), (0,)), ((), ())), precision=precision,
                            preferred_element_type=acc)
 
@@ -170,7 +175,8 @@ def _pointwise_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) 
     stop = tuple((o - 1) * s + 1 for o, s in zip(g.out_spatial, g.strides))
     if x.shape[1:-1] != stop or any(s != 1 for s in g.strides):
         x = lax.slice(x, (0,) * x.ndim, (n, *stop, c), (1, *g.strides, 1))
-    return lax.dot_general(x, jnp.reshape(w, w.shape[g.rank:]), (((x.ndim - 1,), (0,)), ((), ())),
+    return lax.dot_general(x, _np_or_jnp(w).reshape(w, w.shape[g.rank:]),
+                           (((x.ndim - 1,), (0,)), ((), ())),
                            precision=precision, preferred_element_type=acc)
 
 
@@ -263,8 +269,8 @@ def _box_sum_w(w: Any, box: tuple[slice, ...], nsp: int, wzp: int) -> Any:
     channel, modulo 2**32 (numpy for a constant weight)."""
     axes = tuple(range(nsp + 1))
     if isinstance(w, np.ndarray):
-        part = w[box].astype(np.int64)
-        return np.asarray([_wrap32(int(v)) for v in np.sum(part - wzp, axis=axes)], np.int32)
+        total = np.sum(w[box].astype(np.int64) - wzp, axis=axes)  # exact: |total| < 2**63
+        return ((total + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
     return jnp.sum(as_i32(w[box]) - wzp, axis=axes, dtype=jnp.int32)
 
 
@@ -371,7 +377,8 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
     def taps(x: Any, w: Any) -> Any:
         # lax on a traced input: one equation a step (jax.numpy's wrappers cost ~10x to trace);
         # a constant weight is prepared in numpy, each tap's weights a broadcast constant
-        host = isinstance(w, np.ndarray) and not isinstance(x, np.ndarray)
+        host = (isinstance(w, np.ndarray) and not isinstance(x, np.ndarray)
+                and isinstance(wzp, int | float))
         if floating:
             acc = DEVICE_DTYPES[acc_t]
             xs = jnp.asarray(x)
@@ -379,7 +386,7 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
             ws = w.astype(np.dtype(acc)) if host else jnp.asarray(w).astype(acc)
         else:
             xs = as_i32(x)
-            xs = lx(lax.sub, xs, zp) if zp else xs
+            xs = xs if isinstance(zp, int) and zp == 0 else lx(lax.sub, xs, zp)
             ws = (w.astype(np.int32) - np.int32(wzp)) if host else as_i32(w) - wzp
         config = [(0, 0, 0), (*g.pads[0], 0), (*g.pads[1], 0), (0, 0, 0)]
         xp = lax.pad(xs, jnp.zeros((), xs.dtype), config)
@@ -405,9 +412,11 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
 
 def _float_conv(x: Any, w: Any, g: _ConvGeometry, acc_t: str) -> Any:
     acc = DEVICE_DTYPES[acc_t]
-    return _const_eval(
-        lambda a, b: _conv(_pad_input(a, 0.0, g).astype(acc), jnp.asarray(b).astype(acc), g, acc),
-        x, w)
+    def conv(a: Any, b: Any) -> Any:
+        b = b.astype(np.dtype(acc)) if isinstance(b, np.ndarray) else jnp.asarray(b).astype(acc)
+        return _conv(_pad_input(a, 0.0, g).astype(acc), b, g, acc)
+
+    return _const_eval(conv, x, w)
 
 
 def _add_bias(node: Node, acc: Any, bias: Any, channels: int) -> Any:
@@ -538,11 +547,13 @@ def avg_pool2d(node: Node, input: Any, input_zp: Any, output_zp: Any, *, kernel:
     if acc_type != "INT32":
         raise TosaValidationError(f"{node.op}: integer inputs need acc_type INT32, got {acc_type}")
     # acc = sum of (value - input_zp) over the valid positions: padding adds nothing (init 0).
-    value = as_i32(input) - zp  # zero points: ints, or traced int32 scalars (EXT-DYNAMIC)
+    value = as_i32(input)  # zero points: ints, or traced int32 scalars (EXT-DYNAMIC)
+    value = value if isinstance(zp, int) and zp == 0 else lx(lax.sub, value, zp)
     acc = lax.reduce_window(value, np.int32(0), lax.add, window, strides, padding)
     multiplier, shift = reciprocal_scale(count)
     acc = apply_scale_32(acc, multiplier, shift, False)
-    acc = acc + out_zp  # |scaled average| <= 2**16, so this add cannot overflow
+    if not (isinstance(out_zp, int) and out_zp == 0):  # |scaled average| <= 2**16: no overflow
+        acc = lx(lax.add, acc, out_zp)
     return saturate_cast(acc, in_out_t)
 
 
