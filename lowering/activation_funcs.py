@@ -23,8 +23,8 @@ def clamp(node: Node, input: Any, *, min_val: Any, max_val: Any, nan_mode: str) 
     is_int = node.inputs[0].dtype in INT_RANGES
     x = jnp.asarray(input)
     if is_int:
-        # Plain Python bounds keep the tensor's own type under either x64 setting.
-        return apply_min_s(apply_max_s(x, int(lo)), int(hi))
+        # min(max(x, min_val), max_val): one lax clamp (XLA's clamp is exactly that order)
+        return lax.clamp(np.asarray(int(lo), x.dtype), x, np.asarray(int(hi), x.dtype))
     # Float bounds as 0-d numpy scalars of the tensor's type (the values are exact in it).
     value = apply_max_s(x, np.asarray(lo, x.dtype), nan_mode)
     return apply_min_s(value, np.asarray(hi, x.dtype), nan_mode)

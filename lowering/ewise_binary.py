@@ -23,7 +23,9 @@ from tosa_jax.lowering.numerics import (
     apply_min_s,
     as_i32,
     as_wide,
+    lx,
     rounding_mul_shift,
+    same_aval,
     wide_add,
     wide_bitwise,
     wide_broadcast,
@@ -52,11 +54,19 @@ def _shift_amount(w: Wide) -> Any:
     return lax.bitcast_convert_type(w.lo, jnp.int32) & 63
 
 
+def _mul32(input1: Any, input2: Any) -> Any:
+    """int32 product (modulo 2**32) of operands sign-extended to int32."""
+    a, b = as_i32(input1), as_i32(input2)
+    return lax.mul(a, b) if same_aval(a, b) else jnp.multiply(a, b)
+
+
 @lowering("ADD")
 def add(node: Node, input1: Any, input2: Any) -> Any:
     """apply_add_s: integer overflow is a REQUIRE failure, so two's-complement wrap is exact."""
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_add(*w)
+    if same_aval(input1, input2):
+        return lax.add(input1, input2)
     return jnp.add(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
@@ -65,6 +75,8 @@ def sub(node: Node, input1: Any, input2: Any) -> Any:
     """apply_sub_s: as ADD, overflow is a REQUIRE failure and wrapping is exact otherwise."""
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_sub(*w)
+    if same_aval(input1, input2):
+        return lax.sub(input1, input2)
     return jnp.subtract(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
@@ -187,11 +199,13 @@ def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
             # int64 product, + (1 << (shift - 1)), >> shift: exact in 32-bit pairs. The result
             # is REQUIRE'd to fit int32.
             return rounding_mul_shift(input1, input2, s)
-        return jnp.multiply(as_i32(input1), as_i32(input2))  # low 32 bits of the product
+        return _mul32(input1, input2)  # low 32 bits of the product
     if in_t in ("INT8", "INT16"):
         # Sign-extend to the int32 output type first; the product fits exactly.
-        return jnp.multiply(as_i32(input1), as_i32(input2))
+        return _mul32(input1, input2)
     # Floating point: shift is REQUIRE'd to be 0 and is not read.
+    if same_aval(input1, input2):
+        return lax.mul(input1, input2)
     return jnp.multiply(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
@@ -209,7 +223,11 @@ def table(node: Node, input1: Any, table: Any) -> Any:
     values = table if not isinstance(table, np.ndarray) else constant(node, 1, table)
     in_t = node.inputs[0].dtype
     if in_t == "INT8":
-        # result = table[value + 128]: a 256-entry gather.
-        return jnp.take(jnp.asarray(values, jnp.int8), as_i32(input1) + 128, mode="clip")
+        # result = table[value + 128]: a 256-entry gather (lax: jnp.take costs ~1 ms to trace)
+        index = lax.expand_dims(lx(lax.add, as_i32(input1), 128), (jnp.ndim(input1),))
+        dims = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,),
+                                          start_index_map=(0,))
+        return lax.gather(jnp.asarray(values, jnp.int8), index, dims, (1,),
+                          mode=lax.GatherScatterMode.CLIP)
     # int16: 513-entry table, 9.7 fixed-point index with interpolation -> int32.
     return apply_lookup_s(jnp.asarray(values, jnp.int16), input1)

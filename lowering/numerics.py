@@ -69,20 +69,67 @@ def is_host(*xs: Any) -> bool:
 
 def as_i32(x: Array) -> Array:
     """Sign-extend (or keep) an integer value as int32."""
+    if isinstance(x, jax.Array) and x.dtype == np.int32:
+        return x
+    if isinstance(x, jax.Array):
+        return lax.convert_element_type(x, I32)
     return jnp.asarray(x).astype(I32)
 
 
 def bitcast_u32(x: Array) -> Array:
-    return lax.bitcast_convert_type(jnp.asarray(x, I32), U32)
+    if not (isinstance(x, jax.Array) and x.dtype == np.int32):
+        x = jnp.asarray(x, I32)
+    return lax.bitcast_convert_type(x, U32)
 
 
 def bitcast_i32(x: Array) -> Array:
-    return lax.bitcast_convert_type(jnp.asarray(x, U32), I32)
+    if not (isinstance(x, jax.Array) and x.dtype == np.uint32):
+        x = jnp.asarray(x, U32)
+    return lax.bitcast_convert_type(x, I32)
+
+
+# ----------------------------------------------------------------------------- lax operands
+# The integer hot paths (RESCALE, clips, the Wide products of constants) bind lax primitives:
+# each jax.numpy function or operator on a traced value is a jitted wrapper whose cache misses
+# for every new shape (about 0.3 ms of tracing a call), where a lax primitive binds one
+# equation (about 20 us). Their constants stay numpy until they become operands here.
+
+
+def lax_const(c: Any, like: Array) -> Array:
+    """A host constant as an operand of a lax operation with ``like`` (``c`` broadcasts to
+    ``like``'s shape as in numpy, in ``like``'s dtype): a scalar literal when every element is
+    the same, else one broadcast_in_dim."""
+    c = np.asarray(c)
+    if c.size and (c.ndim == 0 or (c == c.flat[0]).all()):
+        return np.asarray(c.flat[0]).astype(like.dtype)
+    shape = np.shape(like)
+    assert np.broadcast_shapes(c.shape, shape) == shape, (c.shape, shape)
+    c = c.reshape(c.shape[next((i for i, n in enumerate(c.shape) if n != 1), c.ndim):])
+    return lax.broadcast_in_dim(c.astype(like.dtype), shape,
+                                tuple(range(len(shape) - c.ndim, len(shape))))
+
+
+def lx(f: Any, a: Array, b: Any) -> Array:
+    """The lax binary operation ``f(a, b)`` of a traced ``a`` and a host constant (or traced
+    value of a's shape, or scalar) ``b``."""
+    if isinstance(b, jax.Array):
+        return f(a, b)
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    if shape != np.shape(a):  # a constant wider than ``a``: broadcast ``a`` first
+        a = jnp.broadcast_to(a, shape)
+    return f(a, lax_const(b, a))
+
+
+def same_aval(a: Any, b: Any) -> bool:
+    """Both JAX arrays of one shape and dtype: an elementwise lax operation applies as is."""
+    return (isinstance(a, jax.Array) and isinstance(b, jax.Array) and a.shape == b.shape
+            and a.dtype == b.dtype)
 
 
 def apply_clip(value: Array, lo: int, hi: int) -> Array:
-    """apply_clip_s on int32 values with static bounds."""
-    return jnp.clip(value, jnp.asarray(lo, value.dtype), jnp.asarray(hi, value.dtype))
+    """apply_clip_s on integer values with static bounds."""
+    value = jnp.asarray(value)
+    return lax.clamp(np.asarray(lo, value.dtype), value, np.asarray(hi, value.dtype))
 
 
 def saturate_cast(value: Array, dtype: str) -> Array:
@@ -90,7 +137,10 @@ def saturate_cast(value: Array, dtype: str) -> Array:
     lo, hi = INT_RANGES[dtype]
     if isinstance(value, np.ndarray) and dtype in ("INT4", "INT8", "INT16", "INT32"):
         return np.clip(value, lo, hi).astype(np.dtype(DEVICE_DTYPES[dtype]))  # a constant
-    return apply_clip(value, lo, hi).astype(DEVICE_DTYPES[dtype])
+    value = jnp.asarray(value)
+    if dtype == "INT32" and value.dtype == np.int32:
+        return value  # nothing to clip
+    return lax.convert_element_type(apply_clip(value, lo, hi), DEVICE_DTYPES[dtype])
 
 
 def wrap_cast(value: Array, dtype: str) -> Array:
@@ -259,11 +309,12 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
     value = as_i32(value)
     if value_range is None and value_bits < 32:
         value_range = (1 - (1 << (value_bits - 1)), (1 << (value_bits - 1)) - 1)
-    if is_host(multiplier, shift) and value_range is not None:
+    fixed = is_host(multiplier, shift)  # constant scales: short exact int32 forms
+    if fixed and value_range is not None:
         narrow = _scale_32_narrow(value, multiplier, shift, double_round, value_range)
         if narrow is not None:
             return narrow
-    if is_host(multiplier, shift):
+    if fixed:
         fast = _scale_32_const(value, multiplier, shift, double_round)
         if fast is not None:
             return fast
@@ -283,17 +334,26 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
     return wide_low32(wide_sra(wide_add(product, rnd), shift))
 
 
+def _broadcast_value(value: Array, *consts: np.ndarray) -> Array:
+    """``value`` broadcast to its shape with the constants' (a per-channel scale of a scalar)."""
+    shape = np.broadcast_shapes(np.shape(value), *(c.shape for c in consts))
+    return value if shape == np.shape(value) else jnp.broadcast_to(value, shape)
+
+
 def _mulhi_const(v: Array, m: np.ndarray) -> Array:
     """floor(v * m / 2**32) for int32 ``v`` and a constant 0 <= m < 2**31, from int32 products
     that cannot overflow: v = vh 2**16 + vl, m = mh 2**16 + ml (vl, ml in [0, 2**16), mh <
     2**15), v m = vh mh 2**32 + (X1 + X2) 2**16 + Y with X1 = vh ml, X2 = vl mh (each below
     2**31 in magnitude) and Y = vl ml < 2**32 (unsigned). The carries are summed apart."""
     mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
-    vh, vl = v >> 16, v & 0xFFFF
-    x1, x2 = vh * ml, vl * mh
-    yh = bitcast_i32((bitcast_u32(vl) * ml.astype(np.uint32)) >> 16)
-    carry = ((x1 & 0xFFFF) + (x2 & 0xFFFF) + yh) >> 16
-    return vh * mh + (x1 >> 16) + (x2 >> 16) + carry
+    vh, vl = lx(lax.shift_right_arithmetic, v, 16), lx(lax.bitwise_and, v, 0xFFFF)
+    mh = lax_const(mh, v) if mh.ndim else mh  # one broadcast, used twice
+    x1, x2 = lx(lax.mul, vh, ml), lx(lax.mul, vl, mh)
+    yh = bitcast_i32(lx(lax.shift_right_logical, lx(lax.mul, bitcast_u32(vl), ml), 16))
+    low16 = lax.add(lx(lax.bitwise_and, x1, 0xFFFF), lx(lax.bitwise_and, x2, 0xFFFF))
+    carry = lx(lax.shift_right_arithmetic, lax.add(low16, yh), 16)
+    high = lax.add(lx(lax.shift_right_arithmetic, x1, 16), lx(lax.shift_right_arithmetic, x2, 16))
+    return lax.add(lax.add(lx(lax.mul, vh, mh), high), carry)
 
 
 def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round: bool,
@@ -315,6 +375,7 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round
     s = np.asarray(shift).astype(np.int64)
     if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 1 or s.max() > 47:
         return None
+    value = _broadcast_value(value, m, s)
     mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
     lo, hi = int(value_range[0]), int(value_range[1])
 
@@ -330,18 +391,24 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round
         x_lo, x_hi = a_lo + (1 << (int(s.min()) - 17)) - dr, a_hi + (1 << (int(s.max()) - 17)) + dr
         if not (_fits_i32(x_lo, x_hi) and _fits_i32(x_lo + (b_lo >> 16), x_hi + (b_hi >> 16))):
             return None
-        a, b = value * mh, value * ml
-        x = a + (np.int64(1) << (s - 17)).astype(np.int32)
+        x = lx(lax.add, lx(lax.mul, value, mh), (np.int64(1) << (s - 17)).astype(np.int32))
         if dr:
-            x = x + jnp.where(value >= 0, np.where(s > 31, 1 << 14, 0).astype(np.int32),
-                              np.where(s > 31, -(1 << 14), 0).astype(np.int32))
-        return (x + (b >> 16)) >> (s - 16).astype(np.int32)
+            # +-2**14 by the value's sign: (c ^ sgn) - sgn negates c where sgn = -1
+            sgn = lx(lax.shift_right_arithmetic, value, 31)
+            pos = np.where(s > 31, 1 << 14, 0).astype(np.int32)
+            x = lax.add(x, lax.sub(lx(lax.bitwise_xor, sgn, pos), sgn))
+        if ml.any():  # else B = 0 (multipliers of 2**16, e.g. int8 ADD's 2**30): X alone
+            x = lax.add(x, lx(lax.shift_right_arithmetic, lx(lax.mul, value, ml), 16))
+        return lx(lax.shift_right_arithmetic, x, (s - 16).astype(np.int32))
     if s.max() <= 16:  # DOUBLE_ROUND only differs for shift > 31
         if not _fits_i32(b_lo, b_hi + (1 << (int(s.max()) - 1))):
             return None
-        a, b = value * mh, value * ml
+        a = lx(lax.shift_left, lx(lax.mul, value, mh), (16 - s).astype(np.int32))
+        if not ml.any():  # (B + r) >> shift = 0 for B = 0, r < 2**shift
+            return a
         rnd = (np.int64(1) << (s - 1)).astype(np.int32)
-        return (a << (16 - s).astype(np.int32)) + ((b + rnd) >> s.astype(np.int32))
+        return lax.add(a, lx(lax.shift_right_arithmetic, lx(lax.add, lx(lax.mul, value, ml), rnd),
+                             s.astype(np.int32)))
     return None
 
 
@@ -366,17 +433,20 @@ def _scale_32_const(value: Array, multiplier: Array, shift: Array,
     if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31:
         return None
     m = m.astype(np.int32)
+    value = _broadcast_value(value, m, s)
     if s.min() >= 33 and s.max() <= 62 and not double_round:
         h = _mulhi_const(value, m)
-        return (h + (np.int64(1) << (s - 33)).astype(np.int32)) >> (s - 32).astype(np.int32)
+        return lx(lax.shift_right_arithmetic, lx(lax.add, h, (np.int64(1) << (s - 33))
+                                                  .astype(np.int32)), (s - 32).astype(np.int32))
     if s.min() >= 1 and s.max() <= 31:
         h = _mulhi_const(value, m)
-        low = bitcast_u32(value * m)  # the low word of the product (int32 products wrap)
+        low = bitcast_u32(lx(lax.mul, value, m))  # the low word (int32 products wrap)
         su = s.astype(np.uint32)
         mask = ((np.int64(1) << s) - 1).astype(np.uint32)
         rnd = (np.int64(1) << (s - 1)).astype(np.uint32)
-        tail = ((low & mask) + rnd) >> su
-        return (h << (32 - s).astype(np.int32)) + bitcast_i32((low >> su) + tail)
+        tail = lx(lax.shift_right_logical, lx(lax.add, lx(lax.bitwise_and, low, mask), rnd), su)
+        low_part = bitcast_i32(lax.add(lx(lax.shift_right_logical, low, su), tail))
+        return lax.add(lx(lax.shift_left, h, (32 - s).astype(np.int32)), low_part)
     return None
 
 
@@ -443,11 +513,21 @@ def _known_number(b: Any) -> bool:
             and np.issubdtype(b.dtype, np.floating) and not np.isnan(b))
 
 
+def _select_bound(a: Array, b: Any, compare: Any, bound_if_true: bool) -> Array:
+    """``compare(a, b) ? b : a`` (``bound_if_true``) or ``compare(a, b) ? a : b`` for a float
+    bound ``b`` known now, in lax: one comparison and one select."""
+    a = jnp.asarray(a)
+    b = np.asarray(b, a.dtype)
+    which, bound = compare(a, b), lax.full_like(a, b)
+    return lax.select(which, bound, a) if bound_if_true else lax.select(which, a, bound)
+
+
 def apply_max_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
     """apply_max_s: ``a >= b ? a : b``; for floats a NaN operand follows ``nan_mode``
     (compare_nan: PROPAGATE gives NaN, IGNORE gives the other operand)."""
     if _known_number(b):  # CLAMP's bounds: one comparison decides, NaN a included
-        return jnp.where(a < b, b, a) if nan_mode == "PROPAGATE" else jnp.where(a >= b, a, b)
+        return _select_bound(a, b, lax.lt if nan_mode == "PROPAGATE" else lax.ge,
+                             nan_mode == "PROPAGATE")
     a, b = jnp.asarray(a), jnp.asarray(b, jnp.asarray(a).dtype)
     if not jnp.issubdtype(a.dtype, jnp.floating):
         return jnp.maximum(a, b)
@@ -460,7 +540,8 @@ def apply_max_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
 def apply_min_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
     """apply_min_s: ``a < b ? a : b``; NaN operands as in apply_max_s."""
     if _known_number(b):
-        return jnp.where(a >= b, b, a) if nan_mode == "PROPAGATE" else jnp.where(a < b, a, b)
+        return _select_bound(a, b, lax.ge if nan_mode == "PROPAGATE" else lax.lt,
+                             nan_mode == "PROPAGATE")
     a, b = jnp.asarray(a), jnp.asarray(b, jnp.asarray(a).dtype)
     if not jnp.issubdtype(a.dtype, jnp.floating):
         return jnp.minimum(a, b)

@@ -44,6 +44,7 @@ from tosa_jax.lowering.numerics import (
     apply_scale_32,
     as_i32,
     block_value_f32,
+    lx,
     reciprocal_scale,
     saturate_cast,
     wide,
@@ -138,6 +139,11 @@ _IM2COL_MAX_CHANNELS = 4
 _IM2COL_MIN_POSITIONS = {"int": 256, "float": 2048}
 
 
+def _np_or_jnp(w: Any) -> Any:
+    """numpy for a constant (computed now, once), else jax.numpy."""
+    return np if isinstance(w, np.ndarray) else jnp
+
+
 def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
     """The correlation as [N, O-spatial..., taps * I] patches times the [taps * I, O] weight
     (patch order: kernel position, then channel, as the weight's row-major reshape)."""
@@ -148,7 +154,7 @@ def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> 
         stop = tuple(b + (o - 1) * s + 1 for b, o, s in zip(start, g.out_spatial, g.strides))
         cols.append(lax.slice(x, (0, *start, 0), (n, *stop, c), (1, *g.strides, 1)))
     patches = jnp.concatenate(cols, axis=-1)
-    return lax.dot_general(patches, jnp.reshape(w, (-1, w.shape[-1])),
+    return lax.dot_general(patches, _np_or_jnp(w).reshape(w, (-1, w.shape[-1])),
                            (((x.ndim - 1,), (0,)), ((), ())), precision=precision,
                            preferred_element_type=acc)
 
@@ -159,7 +165,8 @@ def _pointwise_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) 
     stop = tuple((o - 1) * s + 1 for o, s in zip(g.out_spatial, g.strides))
     if x.shape[1:-1] != stop or any(s != 1 for s in g.strides):
         x = lax.slice(x, (0,) * x.ndim, (n, *stop, c), (1, *g.strides, 1))
-    return lax.dot_general(x, jnp.reshape(w, w.shape[g.rank:]), (((x.ndim - 1,), (0,)), ((), ())),
+    return lax.dot_general(x, _np_or_jnp(w).reshape(w, w.shape[g.rank:]),
+                           (((x.ndim - 1,), (0,)), ((), ())),
                            precision=precision, preferred_element_type=acc)
 
 
@@ -252,8 +259,8 @@ def _box_sum_w(w: Any, box: tuple[slice, ...], nsp: int, wzp: int) -> Any:
     channel, modulo 2**32 (numpy for a constant weight)."""
     axes = tuple(range(nsp + 1))
     if isinstance(w, np.ndarray):
-        part = w[box].astype(np.int64)
-        return np.asarray([_wrap32(int(v)) for v in np.sum(part - wzp, axis=axes)], np.int32)
+        total = np.sum(w[box].astype(np.int64) - wzp, axis=axes)  # exact: |total| < 2**63
+        return ((total + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
     return jnp.sum(as_i32(w[box]) - wzp, axis=axes, dtype=jnp.int32)
 
 
@@ -272,7 +279,12 @@ def _zp_box_sum(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, zp: A
             window = jnp.repeat(window, oc // g.groups, axis=-1)
         acc = acc - wzp * window
     if not (isinstance(zp, int) and zp == 0):
-        acc = acc - zp * jnp.asarray(_box_sum_w(w, box, nsp, wzp))
+        sum_w = _box_sum_w(w, box, nsp, wzp)
+        if isinstance(zp, int) and isinstance(sum_w, np.ndarray) and isinstance(acc, jax.Array):
+            # zp * sum (w - wzp) modulo 2**32, a constant per output channel
+            zw = ((zp * sum_w.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31))
+            return lx(lax.sub, acc, zw.astype(np.int32))
+        acc = acc - zp * jnp.asarray(sum_w)
     return acc
 
 
@@ -353,11 +365,19 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
     kh, kw, c, m = w.shape
 
     def taps(x: Any, w: Any) -> Any:
+        # lax on a traced input: one equation a step (jax.numpy's wrappers cost ~10x to trace);
+        # a constant weight is prepared in numpy, each tap's weights a broadcast constant
+        host = (isinstance(w, np.ndarray) and not isinstance(x, np.ndarray)
+                and isinstance(wzp, int | float))
         if floating:
             acc = DEVICE_DTYPES[acc_t]
-            xs, ws = jnp.asarray(x).astype(acc), jnp.asarray(w).astype(acc)
+            xs = jnp.asarray(x)
+            xs = xs if xs.dtype == acc else lax.convert_element_type(xs, acc)
+            ws = w.astype(np.dtype(acc)) if host else jnp.asarray(w).astype(acc)
         else:
-            xs, ws = as_i32(x) - zp, as_i32(w) - wzp
+            xs = as_i32(x)
+            xs = xs if isinstance(zp, int) and zp == 0 else lx(lax.sub, xs, zp)
+            ws = (w.astype(np.int32) - np.int32(wzp)) if host else as_i32(w) - wzp
         config = [(0, 0, 0), (*g.pads[0], 0), (*g.pads[1], 0), (0, 0, 0)]
         xp = lax.pad(xs, jnp.zeros((), xs.dtype), config)
         if m > 1:  # output channel c*M+m reads input channel c
@@ -371,8 +391,8 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
                 window = lax.slice(xp, (0, y, x0, 0),
                                    (xp.shape[0], y + (oh - 1) * sy + 1, x0 + (ow - 1) * sx + 1,
                                     c * m), (1, sy, sx, 1))
-                term = window * ws[i, j]
-                total = term if total is None else total + term
+                term = lx(lax.mul, window, ws[i, j]) if host else window * ws[i, j]
+                total = term if total is None else lax.add(total, term)
         return total
 
     if not (isinstance(zp, int | float) and isinstance(wzp, int | float)):
@@ -382,9 +402,11 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
 
 def _float_conv(x: Any, w: Any, g: _ConvGeometry, acc_t: str) -> Any:
     acc = DEVICE_DTYPES[acc_t]
-    return _const_eval(
-        lambda a, b: _conv(_pad_input(a, 0.0, g).astype(acc), jnp.asarray(b).astype(acc), g, acc),
-        x, w)
+    def conv(a: Any, b: Any) -> Any:
+        b = b.astype(np.dtype(acc)) if isinstance(b, np.ndarray) else jnp.asarray(b).astype(acc)
+        return _conv(_pad_input(a, 0.0, g).astype(acc), b, g, acc)
+
+    return _const_eval(conv, x, w)
 
 
 def _add_bias(node: Node, acc: Any, bias: Any, channels: int) -> Any:
@@ -395,6 +417,9 @@ def _add_bias(node: Node, acc: Any, bias: Any, channels: int) -> Any:
         return wide_add(acc, Wide(jnp.asarray(b.hi), jnp.asarray(b.lo)))
     dtype = DEVICE_DTYPES[out_t]
     # int32: apply_add_s REQUIREs no overflow, so wrapping int32 addition is exact.
+    if isinstance(bias, np.ndarray) and isinstance(acc, jax.Array):
+        acc = acc if acc.dtype == dtype else lax.convert_element_type(acc, dtype)
+        return lx(lax.add, acc, bias.astype(np.dtype(dtype)))
     return acc.astype(dtype) + jnp.asarray(bias, dtype)
 
 
@@ -512,11 +537,13 @@ def avg_pool2d(node: Node, input: Any, input_zp: Any, output_zp: Any, *, kernel:
     if acc_type != "INT32":
         raise TosaValidationError(f"{node.op}: integer inputs need acc_type INT32, got {acc_type}")
     # acc = sum of (value - input_zp) over the valid positions: padding adds nothing (init 0).
-    value = as_i32(input) - zp  # zero points: ints, or traced int32 scalars (EXT-DYNAMIC)
+    value = as_i32(input)  # zero points: ints, or traced int32 scalars (EXT-DYNAMIC)
+    value = value if isinstance(zp, int) and zp == 0 else lx(lax.sub, value, zp)
     acc = lax.reduce_window(value, np.int32(0), lax.add, window, strides, padding)
     multiplier, shift = reciprocal_scale(count)
     acc = apply_scale_32(acc, multiplier, shift, False)
-    acc = acc + out_zp  # |scaled average| <= 2**16, so this add cannot overflow
+    if not (isinstance(out_zp, int) and out_zp == 0):  # |scaled average| <= 2**16: no overflow
+        acc = lx(lax.add, acc, out_zp)
     return saturate_cast(acc, in_out_t)
 
 

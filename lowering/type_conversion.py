@@ -25,6 +25,7 @@ from tosa_jax.lowering.numerics import (
     block_scale_exponent,
     block_value_f32,
     is_host,
+    lx,
     saturate_cast,
     times_2_64,
     to_block_value,
@@ -83,14 +84,16 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         result = apply_scale_16(wide_sub(value, wide(jnp.asarray(in_zp, jnp.int32))),
                                 multiplier, shift)
     else:
-        value = value - in_zp  # fits int32: only 8/16-bit inputs have zero points
+        if not isinstance(in_zp, int) or in_zp:  # fits int32: only 8/16-bit inputs have one
+            value = lx(lax.sub, value, in_zp)
         narrow = 10 if in_t in ("INT8", "INT4") else 32  # |value - zp| <= 255 for 8 bits
         result = (apply_scale_32(value, multiplier, shift, rounding_mode == "DOUBLE_ROUND",
                                  value_bits=narrow, value_range=_value_range(
                                      in_t, in_zp, input_unsigned))
                   if scale32 else apply_scale_16(wide(value), multiplier, shift))
 
-    result = result + out_zp
+    if not isinstance(out_zp, int) or out_zp:
+        result = lx(lax.add, result, out_zp)
     if output_unsigned:
         bits = INT_BITS[out_t]
         result = jnp.clip(result, 0, (1 << bits) - 1)

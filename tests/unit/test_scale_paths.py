@@ -138,3 +138,26 @@ def test_16_bit_short_form_taken_where_safe() -> None:
     big = np.int32(2**31 - 1)
     assert nx._scale_32_narrow(np.int32(0), big, np.int32(40), False, (0, 65535)) is None
     assert nx._scale_32_narrow(np.int32(0), big, np.int32(40), False, (-32769, 32767)) is None
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("double_round", [False, True])
+@pytest.mark.parametrize("shifts", [(17, 47), (1, 16), (20, 30), (32, 47)])
+def test_narrow_values_multipliers_of_2_16(x64: bool, double_round: bool,
+                                           shifts: tuple[int, int]) -> None:
+    """The short form's case of multipliers with no low 16 bits (2**30 in int8 ADD's input
+    rescales), every |value| < 2**9, against the spec's formula; per channel and per tensor."""
+    rng = np.random.default_rng(shifts[0] * 11 + double_round)
+    channels = 6
+    shift = rng.integers(shifts[0], shifts[1] + 1, channels).astype(np.int32)
+    mult = (np.concatenate([[0, 1 << 14, (1 << 15) - 1], rng.integers(0, 1 << 15, channels)])
+            [:channels] << 16).astype(np.int32)
+    value = np.repeat(np.arange(-511, 512, dtype=np.int32)[:, None], channels, axis=1)
+    want = np.array([[_spec(int(v), int(m), int(s), double_round)
+                      for v, m, s in zip(row, mult, shift)] for row in value],
+                    np.int64).astype(np.int32)
+    with jax.enable_x64(x64):
+        got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, double_round, 10))(value)
+        one = jax.jit(lambda v: nx.apply_scale_32(v, mult[1], shift[1], double_round, 10))(
+            value[:, 1])
+    assert np.asarray(got).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(np.asarray(one), want[:, 1])
