@@ -34,7 +34,7 @@ from tosa_jax.errors import TosaInputError, TosaLimitError
 from tosa_jax.executor import host_to_value
 from tosa_jax.ir import INT_RANGES, Wide, wide_to_numpy
 from tosa_jax.limits import human_bytes
-from tosa_jax.model import Model, TensorSpec, compiled_bytes, load
+from tosa_jax.model import Model, TensorSpec, compile_lowered, compiled_bytes, load, xla_options
 
 Metric = Callable[[np.ndarray, np.ndarray], float]
 
@@ -295,7 +295,8 @@ def _compiled_step(model: Model, mesh: Mesh, args: list[Any], chunk: int) -> Any
     step = jax.jit(jax.shard_map(batched(model.fn, chunk), mesh=mesh,
                                  in_specs=PartitionSpec("batch"),
                                  out_specs=PartitionSpec("batch")))
-    compiled = step.lower(*args).compile()
+    compiled = compile_lowered(step.lower(*args),
+                               xla_options(model.conv_kinds, mesh.devices.flat[0].platform))
     need, _ = compiled_bytes(compiled)
     devices = mesh.devices.size
     if need > model.limits.max_bytes * devices:

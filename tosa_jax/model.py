@@ -142,6 +142,7 @@ class Model:
             self.variables = [TensorSpec(k, t.shape, t.dtype)
                               for k, t in graph_variables(graph).items()]
             floats = _has_floats(graph)
+            self.conv_kinds = _conv_kinds(graph)
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs
@@ -154,6 +155,7 @@ class Model:
                             for n, s, t, *more in meta["outputs"]]
             self.variables = []
             floats = meta["floats"]
+            self.conv_kinds = meta["conv_kinds"]
         self.device = _device(device)
         self._state: dict[str, Any] = {}
         self._state_lock = threading.Lock()
@@ -215,6 +217,7 @@ class Model:
     def _meta(self) -> dict[str, Any]:
         """What a later load of the same bytes with the same options takes from the cache."""
         return {"declared_bytes": self.declared_bytes, "floats": _has_floats(self.graph),
+                "conv_kinds": self.conv_kinds,
                 "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
                            for s in self.inputs],
                 "outputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
@@ -365,7 +368,8 @@ class Model:
         if exe is None:
             entry = None
             tier = 1 if optimize or not _quick_tier_helps(args) else 0
-            exe = self._jitted.lower(*args).compile(None if tier else QUICK_OPTIONS)
+            options = {**self.xla_options(args), **({} if tier else QUICK_OPTIONS)}
+            exe = compile_lowered(self._jitted.lower(*args), options)
             need, temp = compiled_bytes(exe)
         if lookup:
             self.compile_source = "cache" if entry is not None else "compiled"
@@ -381,6 +385,14 @@ class Model:
             if payload is not None:
                 self.cache.put(key, {**payload, "need": need, "temp": temp, "tier": tier})
         return _Slot(exe, tier)
+
+    def xla_options(self, args: tuple[Any, ...] = ()) -> dict[str, Any]:
+        """XLA's compile options for this graph on the devices of ``args`` (see
+        FLOAT_CONV_OPTIONS); the default device's platform when they are not placed."""
+        devices = {d for a in jax.tree.leaves(args) for d in _devices(a)}
+        platform = (next(iter(devices)).platform if devices
+                    else (self.device or jax.devices()[0]).platform)
+        return xla_options(self.conv_kinds, platform)
 
     def compile(self, *args: Any, optimize: bool = True, **kwargs: Any) -> Model:
         """Compile (or fetch from the cache) for these inputs without running; returns self.
@@ -463,7 +475,8 @@ class Model:
         sig = (names, batched, self._signature(args))
         exe = self._kept_exes.get(sig)
         if exe is None:
-            exe = self._intermediates_jit(names, batched).lower(*args).compile()
+            exe = compile_lowered(self._intermediates_jit(names, batched).lower(*args),
+                                  self.xla_options(args))
             need, temp = compiled_bytes(exe)
             if need > self.limits.max_bytes:
                 raise TosaLimitError(
@@ -510,6 +523,41 @@ class _Slot:
     exe: Any
     tier: int
     calls: int = 0
+
+
+# XLA CPU's options for a graph, decided by its convolutions. XLA CPU runs a convolution either
+# through YNNPACK (one thread) or through Eigen (every core); measured on this machine, batch 1,
+# idle: resnet_fp32 12.1 -> 9.2 ms with Eigen's, cnn/mobilenetv2/unet/bert FP32 within 5%; but
+# Eigen's integer convolutions are far slower (resnet_int8 9.2 -> 200 ms). So graphs with float
+# convolutions and no integer ones keep YNNPACK for matrix products only.
+CONV_OPS = frozenset({"CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"})
+FLOAT_CONV_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+
+
+def _conv_kinds(graph: Graph) -> list[str]:
+    """"float" and/or "int": the element types of the graph's convolution inputs."""
+    kinds = {"float" if b.tensors[op.inputs[0]].dtype in FLOAT_TYPES else "int"
+             for r in graph.regions for b in r.blocks for op in b.operators if op.op in CONV_OPS}
+    return sorted(kinds)
+
+
+def xla_options(conv_kinds: list[str], platform: str) -> dict[str, Any]:
+    """The compile options of a graph whose convolutions are of ``conv_kinds``, on ``platform``."""
+    return dict(FLOAT_CONV_OPTIONS) if platform == "cpu" and conv_kinds == ["float"] else {}
+
+
+def compile_lowered(lowered: Any, options: dict[str, Any] | None) -> Any:
+    """``lowered.compile(options)``; without the options where this XLA does not know them
+    (they are experimental flags: a newer jaxlib may rename them)."""
+    if not options:
+        return lowered.compile()
+    try:
+        return lowered.compile(options)
+    except Exception as e:  # XLA: "INVALID_ARGUMENT: ... no such option" and the like
+        if "option" not in str(e).lower():
+            raise
+        return lowered.compile({k: v for k, v in options.items() if k not in FLOAT_CONV_OPTIONS}
+                               or None)
 
 
 def _has_floats(graph: Graph) -> bool:
@@ -599,7 +647,7 @@ def load(source: str | os.PathLike | bytes | Graph, *,
         graph, digest = _read(source, limits)
         return Model(graph, digest=digest, **opts)
     digest = hashlib.sha256(data).hexdigest()
-    key = {"kind": "model", "format": 1, "graph": digest, "code": code_digest(),
+    key = {"kind": "model", "format": 2, "graph": digest, "code": code_digest(),
            "target": repr((profile, extensions, level)), "limits": repr(limits)}
     meta = store.get(key)
     if meta is not None:
