@@ -535,7 +535,7 @@ FLOAT_CONV_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TY
 
 
 def _conv_kinds(graph: Graph) -> list[str]:
-    """"float" and/or "int": the element types of the graph's convolution inputs."""
+    """The kinds of element type the graph's convolutions take: "float" and/or "int"."""
     kinds = {"float" if b.tensors[op.inputs[0]].dtype in FLOAT_TYPES else "int"
              for r in graph.regions for b in r.blocks for op in b.operators if op.op in CONV_OPS}
     return sorted(kinds)
