@@ -47,7 +47,8 @@ JOBS = int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2"))
 SELECTIONS = {
     "1.0.2": conf.CI_SELECTION,
     "1.1.0-draft": conf.Selection(version="1.1.0-draft", profiles=("all",), extensions=("all",),
-                                  operators=conf.OPERATORS_1_1, test_type="positive"),
+                                  operators=conf.OPERATORS_1_1, test_type="positive",
+                                  seed=conf.CI_SEED),
 }
 SELECTION = SELECTIONS["1.0.2"]
 CACHE_ROOT = conf.CI_CACHE
