@@ -19,7 +19,7 @@ import numpy as np
 from jax import lax
 
 # The type tables and the Wide pair live with the IR; re-exported here for the lowerings.
-from tosa_jax.ir import INT_RANGES, Wide, wide_from_numpy, wide_to_numpy  # noqa: F401
+from tosa_jax.ir import CODE_TYPES, INT_RANGES, Wide, wide_from_numpy, wide_to_numpy  # noqa: F401
 
 Array = Any  # a jax.Array or numpy array
 
@@ -37,8 +37,6 @@ DEVICE_DTYPES = {"BOOL": jnp.bool_, "INT4": jnp.int8, "INT8": jnp.int8, "INT16":
                  # uint8 codes (see CODE_TYPES, fp6_decode / fp6_encode).
                  "FP8UE8M0": jnp.float8_e8m0fnu, "FP4E2M1": jnp.float4_e2m1fn,
                  "FP6E2M3": jnp.uint8, "FP6E3M2": jnp.uint8, "MXINT8": jnp.int8}
-# Element types a graph function carries as raw uint8 codes (host arrays view them so).
-CODE_TYPES = ("FP6E2M3", "FP6E3M2")
 
 
 def minimum_s(dtype: str) -> int:

@@ -31,8 +31,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tosa_jax.errors import TosaInputError, TosaLimitError
-from tosa_jax.executor import host_to_value
-from tosa_jax.ir import INT_RANGES, Wide, wide_to_numpy
+from tosa_jax.ir import INT_RANGES, Wide, host_to_value, wide_to_numpy
 from tosa_jax.limits import human_bytes
 from tosa_jax.model import Model, TensorSpec, compile_lowered, compiled_bytes, load, xla_options
 

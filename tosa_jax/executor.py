@@ -26,11 +26,10 @@ from tosa_jax.ir import (
     Operator,
     Tensor,
     Wide,
-    wide_from_numpy,
-    wide_to_numpy,
+    host_to_value,
 )
 from tosa_jax.lowering import LOWERINGS, Node, WithState
-from tosa_jax.lowering.numerics import CODE_TYPES, DEVICE_DTYPES
+from tosa_jax.lowering.numerics import DEVICE_DTYPES
 
 # Operators that run blocks (EXT-CONTROLFLOW) or touch variables (EXT-VARIABLE). They are never
 # evaluated eagerly as constants: their results may depend on the variable state, and their
@@ -373,20 +372,3 @@ def graph_state_function(graph: Graph) -> Callable[..., tuple[tuple[Any, ...], d
     return fn
 
 
-def host_to_value(array: np.ndarray, dtype: str) -> Any:
-    """Convert a caller's host array to the value the graph function takes."""
-    if dtype in CODE_TYPES:  # FP6: its uint8 codes (XLA has no FP6 arithmetic)
-        return np.asarray(array).view(np.uint8)
-    return wide_from_numpy(array) if dtype in WIDE_TYPES else array
-
-
-def value_to_host(value: Any, dtype: str) -> Any:
-    """A graph function's output as the caller's host array (the inverse of host_to_value); a
-    block-scaled one as a BlockScaled pair of host arrays."""
-    if isinstance(value, BlockScaled):
-        return BlockScaled(value_to_host(value.values, dtype), np.asarray(value.scales))
-    if isinstance(value, Wide):
-        return wide_to_numpy(value)
-    if dtype in CODE_TYPES:
-        return np.asarray(value).view(HOST_DTYPES[dtype])
-    return np.asarray(value)

@@ -176,7 +176,7 @@ def intermediates(model: Any, *inputs: Any, names: Iterable[str] | None = None,
 
 def _bind_batched(model: Any, inputs: tuple[Any, ...]) -> list[Any]:
     """Stacks of samples: each input [N, *shape] of the declared type."""
-    from tosa_jax.executor import host_to_value
+    from tosa_jax.ir import host_to_value
 
     if len(inputs) != len(model.inputs):
         raise TosaInputError(f"the graph takes {len(model.inputs)} input(s) "

@@ -59,6 +59,9 @@ FLOAT_TYPES = ("FP16", "BF16", "FP32", "FP8E4M3", "FP8E5M2", "FP8UE8M0", "FP4E2M
 # Integer types carried as 64-bit ``Wide`` pairs of 32-bit words inside a graph function, and
 # returned to callers as numpy int64 (no 64-bit JAX type is needed: see lowering/numerics.py).
 WIDE_TYPES = ("INT48", "INT64")
+# Element types a graph function carries as raw uint8 codes (XLA has no FP6 arithmetic; host
+# arrays view them so).
+CODE_TYPES = ("FP6E2M3", "FP6E3M2")
 
 
 def is_1_1(version: tuple[int, int, int, bool]) -> bool:
@@ -337,3 +340,22 @@ def source_bytes(source: object) -> tuple[bytes | None, str | None]:
     if isinstance(source, (str, os.PathLike)):
         return file_bytes(source), os.fspath(source)
     return None, None
+
+
+def host_to_value(array: np.ndarray, dtype: str) -> Any:
+    """Convert a caller's host array to the value the graph function takes."""
+    if dtype in CODE_TYPES:  # FP6: its uint8 codes
+        return np.asarray(array).view(np.uint8)
+    return wide_from_numpy(array) if dtype in WIDE_TYPES else array
+
+
+def value_to_host(value: Any, dtype: str) -> Any:
+    """A graph function's output as the caller's host array (the inverse of host_to_value); a
+    block-scaled one as a BlockScaled pair of host arrays."""
+    if isinstance(value, BlockScaled):
+        return BlockScaled(value_to_host(value.values, dtype), np.asarray(value.scales))
+    if isinstance(value, Wide):
+        return wide_to_numpy(value)
+    if dtype in CODE_TYPES:
+        return np.asarray(value).view(HOST_DTYPES[dtype])
+    return np.asarray(value)

@@ -14,15 +14,8 @@ import numpy as np
 
 from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import TosaInputError, TosaLimitError
-from tosa_jax.executor import (
-    graph_function,
-    graph_state_function,
-    graph_variables,
-    host_to_value,
-    initial_state,
-    value_to_host,
-)
 from tosa_jax.ir import (
+    CODE_TYPES,
     FLOAT_TYPES,
     HOST_DTYPES,
     INT_RANGES,
@@ -31,11 +24,12 @@ from tosa_jax.ir import (
     Tensor,
     Wide,
     block_scale_shape,
+    host_to_value,
     source_bytes,
+    value_to_host,
     wide_to_numpy,
 )
 from tosa_jax.limits import Limits, check_graph, human_bytes
-from tosa_jax.lowering.numerics import CODE_TYPES
 
 
 @dataclass(frozen=True)
@@ -136,6 +130,8 @@ class Model:
             # (tosa_jax.profiles; None accepts whatever the graph needs).
             self._requirements = _validate(graph, profile, extensions, level)
             self._functions()
+            from tosa_jax.executor import graph_variables
+
             block = graph.main
             self.inputs = [TensorSpec.of(block.tensors[n], n) for n in block.inputs]
             self.outputs = [TensorSpec.of(block.tensors[n], n) for n in block.outputs]
@@ -177,6 +173,10 @@ class Model:
         self._evaluate_cache: dict[tuple[Any, ...], Any] = {}
 
     def _functions(self) -> None:
+        # The executor imports every lowering (tens of ms): a model whose executables come from
+        # the compile cache never traces, so it never needs them.
+        from tosa_jax.executor import graph_function, graph_state_function, graph_variables
+
         graph = self.graph
         self._fn = graph_function(graph)
         self._fn_with_state = graph_state_function(graph)
@@ -442,6 +442,8 @@ class Model:
 
     def reset_state(self) -> None:
         """Put every variable back to its initial value."""
+        from tosa_jax.executor import initial_state
+
         self._state = {}
         self.set_state(initial_state(self.graph))
 

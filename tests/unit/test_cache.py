@@ -42,17 +42,21 @@ def test_second_process_loads_the_executable(tmp_path: Path, reference) -> None:
     code = ("import sys, json, numpy as np, tosa_jax\n"
             f"m = tosa_jax.load({str(CNN)!r})\n"
             f"y = np.asarray(m(np.load({str(FIXTURES / 'cnn_int8.input.npy')!r})))\n"
-            "print(json.dumps([m.compile_source, y.tolist()]))\n")
+            "heavy = [k for k in ('tosa_jax.serialization', 'tosa_jax.profiles',\n"
+            "         'tosa_jax.lowering', 'tosa_jax.executor') if k in sys.modules]\n"
+            "print(json.dumps([m.compile_source, y.tolist(), heavy]))\n")
     env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(tmp_path)}
     runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True,
                                       capture_output=True, text=True).stdout.splitlines()[-1])
             for _ in range(2)]
     assert [r[0] for r in runs] == ["compiled", "cache"]
+    # from the cache nothing is read, validated or traced: none of those modules is imported
+    assert runs[1][2] == []
     assert len(_entries(tmp_path)) == 2 and len(_executables(tmp_path)) == 1
     ref = reference(CNN, {tosa_jax.load(CNN, cache=False).inputs[0].name: X},
                     [tosa_jax.load(CNN, cache=False).outputs[0].name])
     want = next(iter(ref.values()))
-    for _, y in runs:
+    for _, y, _ in runs:
         np.testing.assert_array_equal(np.asarray(y, want.dtype), want)
 
 

@@ -80,7 +80,7 @@ def test_multi_platform_artifact_runs_on_cpu_bit_exact() -> None:
 def test_int48_inputs_and_outputs_serialize() -> None:
     """INT48 values cross the function boundary as numerics.Wide pairs: the artifact serializes
     them (tosa_jax registers the type with jax.export) and gives the values back exactly."""
-    from tosa_jax.executor import host_to_value
+    from tosa_jax.ir import host_to_value
     from tosa_jax.lowering.numerics import wide_to_numpy
 
     b = tosa_jax.GraphBuilder()

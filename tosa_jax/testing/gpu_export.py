@@ -119,7 +119,7 @@ def arg_specs(model: Any) -> list[Any]:
     import jax
     import numpy as np
 
-    from tosa_jax.executor import host_to_value
+    from tosa_jax.ir import host_to_value
 
     def abstract(spec: Any) -> Any:
         value = host_to_value(np.zeros(spec.shape, spec.np_dtype), spec.dtype)
