@@ -75,18 +75,25 @@ def test_narrow_values_constant_scales(x64: bool, double_round: bool,
     shift = rng.integers(shifts[0], shifts[1] + 1, channels).astype(np.int32)
     mult = np.concatenate([[0, 1, 2**31 - 1, 2**30, 65535, 65536],
                            rng.integers(0, 2**31, channels)])[:channels].astype(np.int32)
-    value = np.repeat(np.arange(-511, 512, dtype=np.int32)[:, None], channels, axis=1)
+    assert nx._scale_32_narrow(np.int32(0), mult, shift, double_round) is not None
+    _check_narrow(mult, shift, double_round, x64, channel=2)
+
+
+def _check_narrow(mult: np.ndarray, shift: np.ndarray, double_round: bool, x64: bool,
+                  channel: int) -> None:
+    """apply_scale_32 of every |value| < 2**9 (value_bits 10) against the spec's formula: per
+    channel, and per tensor with one channel's scale."""
+    value = np.repeat(np.arange(-511, 512, dtype=np.int32)[:, None], len(mult), axis=1)
     want = np.array([[_spec(int(v), int(m), int(s), double_round)
                       for v, m, s in zip(row, mult, shift)] for row in value],
                     np.int64).astype(np.int32)
-    assert nx._scale_32_narrow(np.int32(0), mult, shift, double_round) is not None
     with jax.enable_x64(x64):
         got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, double_round, 10))(value)
-        one = jax.jit(lambda v: nx.apply_scale_32(v, mult[2], shift[2], double_round, 10))(
-            value[:, 2])
+        one = jax.jit(lambda v: nx.apply_scale_32(v, mult[channel], shift[channel],
+                                                  double_round, 10))(value[:, channel])
     assert np.asarray(got).dtype == np.int32
     np.testing.assert_array_equal(np.asarray(got), want)
-    np.testing.assert_array_equal(np.asarray(one), want[:, 2])
+    np.testing.assert_array_equal(np.asarray(one), want[:, channel])
 
 
 def _spec_vec(value: np.ndarray, mult: np.ndarray, shift: np.ndarray,
@@ -150,14 +157,4 @@ def test_narrow_values_multipliers_of_2_16(x64: bool, double_round: bool,
     shift = rng.integers(shifts[0], shifts[1] + 1, channels).astype(np.int32)
     mult = (np.concatenate([[0, 1 << 14, (1 << 15) - 1], rng.integers(0, 1 << 15, channels)])
             [:channels] << 16).astype(np.int32)
-    value = np.repeat(np.arange(-511, 512, dtype=np.int32)[:, None], channels, axis=1)
-    want = np.array([[_spec(int(v), int(m), int(s), double_round)
-                      for v, m, s in zip(row, mult, shift)] for row in value],
-                    np.int64).astype(np.int32)
-    with jax.enable_x64(x64):
-        got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, double_round, 10))(value)
-        one = jax.jit(lambda v: nx.apply_scale_32(v, mult[1], shift[1], double_round, 10))(
-            value[:, 1])
-    assert np.asarray(got).dtype == np.int32
-    np.testing.assert_array_equal(np.asarray(got), want)
-    np.testing.assert_array_equal(np.asarray(one), want[:, 1])
+    _check_narrow(mult, shift, double_round, x64, channel=1)
