@@ -897,6 +897,12 @@ def _conv_common(c: OpCheck, pads: tuple[int, ...], strides: tuple[int, ...],
                  dilations: tuple[int, ...] | None, bias_channels: int, bias_rule: str) -> None:
     _zero_point(c, "input_zp", "in_t", "input_zp")
     _zero_point(c, "weight_zp", "weight_t", "weight_zp")
+    _conv_header(c, pads, strides, dilations, bias_channels, bias_rule)
+
+
+def _conv_header(c: OpCheck, pads: tuple[int, ...], strides: tuple[int, ...],
+                 dilations: tuple[int, ...] | None, bias_channels: int, bias_rule: str) -> None:
+    """A convolution's pad, stride, dilation and bias-length rules."""
     if min(pads) < 0:
         c.fail("pad", "ERROR_IF(pad < 0)", pad=pads)
     if min(strides) < 1:
@@ -927,9 +933,9 @@ def _conv_attrs(c: OpCheck) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int
 
 
 def _conv_sizes(c: OpCheck, axes: str, kernel: Sequence[int], pad: tuple[int, ...],
-                stride: tuple[int, ...], dil: tuple[int, ...]) -> None:
+                stride: tuple[int, ...], dil: tuple[int, ...], input_name: str = "input") -> None:
     """Every spatial output size of a convolution (input and output: N, spatial axes, C)."""
-    ins, outs = c.shape("input")[1:-1], c.shape("output")[1:-1]
+    ins, outs = c.shape(input_name)[1:-1], c.shape("output")[1:-1]
     for n, axis in enumerate(axes):
         out_name, names = _CONV_AXES[axis]
         _conv_out(c, out_name, outs[n], ins[n], pad[2 * n], pad[2 * n + 1], kernel[n], dil[n],
@@ -1117,26 +1123,9 @@ def CONV2D_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
         _scales_of(c, "weight_data", "weight_scale", bs)
     if pad is None or stride is None or dil is None:
         return  # run-time values (EXT-DYNAMIC): judged when known
-    if min(pad) < 0:
-        c.fail("pad", "ERROR_IF(pad_top < 0 || pad_bottom < 0 || pad_left < 0 || pad_right < 0)",
-               pad=pad)
-    if min(stride) < 1:
-        c.fail("stride", "ERROR_IF(stride_y < 1 || stride_x < 1)", stride=stride)
-    if min(dil) < 1:
-        c.fail("dilation", "ERROR_IF(dilation_y < 1 || dilation_x < 1)", dilation=dil)
-    oc = c.shape("weight_data")[0]
-    bc = c.shape("bias")[0]
-    if bc != oc and bc != 1:
-        c.fail("bias", "ERROR_IF(BC != OC && BC != 1)", BC=bc, OC=oc)
-    if c.failed:
-        return
-    _, ih, iw, _ = c.shape("input_data")
-    _, kh, kw, _ = c.shape("weight_data")
-    _, oh, ow, _ = c.shape("output")
-    _conv_out(c, "OH", oh, ih, pad[0], pad[1], kh, dil[0], stride[0],
-              ("IH", "pad_top", "pad_bottom", "KH", "dilation_y", "stride_y"))
-    _conv_out(c, "OW", ow, iw, pad[2], pad[3], kw, dil[1], stride[1],
-              ("IW", "pad_left", "pad_right", "KW", "dilation_x", "stride_x"))
+    _conv_header(c, pad, stride, dil, c.shape("weight_data")[0], "ERROR_IF(BC != OC && BC != 1)")
+    if not c.failed:  # weight_data [OC, KH, KW, IC]
+        _conv_sizes(c, "HW", c.shape("weight_data")[1:3], pad, stride, dil, "input_data")
 
 
 def _value_scale_list(c: OpCheck, arg: str, bs: int) -> list[Tensor] | None:
