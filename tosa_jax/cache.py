@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import pickle
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -66,13 +65,17 @@ def code_digest() -> str:
     """A digest of tosa_jax's installed source files (name, size, mtime): any edit changes it
     (tosa_jax.testing, the helpers of tests/ and bench/, is not runtime code and does not count).
     Once per process; os.scandir keeps it near a millisecond."""
+    import importlib.util
+
     import tosa_jax
 
     roots = [os.path.dirname(tosa_jax.__file__)]
     for sub in ("lowering", "profiles"):
-        mod = sys.modules.get(f"tosa_jax.{sub}")
-        if mod is not None and getattr(mod, "__file__", None):
-            roots.append(os.path.dirname(mod.__file__))
+        # Found without importing them (a cached run never does): in an editable install they
+        # lie beside tosa_jax/, not under it, and must count whether imported yet or not.
+        spec = importlib.util.find_spec(f"tosa_jax.{sub}")
+        for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+            roots.append(os.fspath(loc))
     h = hashlib.sha256()
     for root in sorted(set(roots)):
         stack = [root]

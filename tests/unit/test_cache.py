@@ -200,3 +200,15 @@ def test_cached_executable_runs_on_its_device(tmp_path: Path) -> None:
     assert [[r[0], r[1]] for r in runs[0]] == [["compiled", [0]], ["compiled", [3]]]
     assert [[r[0], r[1]] for r in runs[1]] == [["cache", [0]], ["cache", [3]]]
     assert runs[0][0][2] == runs[0][1][2] == runs[1][0][2] == runs[1][1][2]
+
+
+def test_code_digest_covers_the_lowerings_before_they_are_imported() -> None:
+    """A cached run imports no lowering; its key must still change when a lowering is edited.
+    In an editable install lowering/ and profiles/ lie beside tosa_jax/, so the digest has to
+    find them without importing them: the same digest before and after they are imported."""
+    code = ("import sys, tosa_jax.cache as c; d = c.code_digest(); c.code_digest.cache_clear(); "
+            "import tosa_jax.lowering, tosa_jax.profiles; "
+            "assert 'tosa_jax.lowering' in sys.modules; print(d == c.code_digest())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["True"]
