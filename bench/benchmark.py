@@ -493,6 +493,22 @@ def prepare_inputs(model_path: Path, work: Path, batch: int) -> tuple[list[str],
             [s.dtype for s in model.outputs])
 
 
+def compile_bytecode() -> str:
+    """Write tosa_jax's bytecode (.pyc) as ``pip install`` does, so that a fresh worker imports
+    what a user's installation imports. An editable install under PYTHONDONTWRITEBYTECODE (this
+    project's machines) has none: every fresh process would compile ~170 ms of source, a cost no
+    user of the wheel pays. Python reads .pyc files whatever that variable says."""
+    import compileall
+    import importlib.util
+
+    roots = []
+    for name in ("tosa_jax", "tosa_jax.lowering", "tosa_jax.profiles", "tosa_jax.hw_models"):
+        spec = importlib.util.find_spec(name)
+        roots += list(spec.submodule_search_locations or []) if spec else []
+    ok = all(compileall.compile_dir(r, quiet=2) for r in dict.fromkeys(roots))
+    return "compiled (as pip install does)" if ok else "partly compiled"
+
+
 def run_worker(python: str, engine: str, model: Path, work: Path, args: argparse.Namespace,
                n_inputs: int, extra: list[str] | None = None) -> dict:
     cmd = [python, str(Path(__file__).resolve()), "--worker", engine, "--model", str(model),
@@ -805,6 +821,7 @@ def main(argv: list[str] | None = None) -> None:
     if not models:
         raise SystemExit("no .tosa graphs found")
     machine = machine_info()
+    machine["bytecode"] = compile_bytecode()
     gpu = args.platform != "cpu" and not args.no_gpu and gpu_available()
     if args.platform == "gpu" and not gpu:
         raise SystemExit("--platform gpu: JAX sees no GPU (install jax[cuda12] or the ROCm "
