@@ -603,28 +603,20 @@ def block_scale_exponent(max_abs: Array, out_t: str) -> Array:
     """calc_block_scale's exponent, exactly: for FP8E4M3 ceil(log2(max_abs / out_max)), else
     floor(log2(max_abs / out_max)) + 1, clipped to the FP8UE8M0 range [-127, 127]; int32.
 
-    Computed without logarithms: the answer is the smallest k with out_max * 2^k >= max_abs
-    (FP8E4M3) or > max_abs (the others), and out_max * 2^k is exact in f32, so the comparison
-    is exact. Tiny values are compared scaled by 2^64 (exact too), so that no f32 subnormal,
-    which XLA may flush to zero, takes part. ``max_abs`` is a non-negative finite f32.
+    That is the smallest k with out_max * 2^k >= max_abs (FP8E4M3) or > max_abs (the others).
+    With max_abs = (1 + mx) 2^ex and out_max = (1 + mo) 2^eo (mantissa fractions), k = ex - eo
+    when the mantissas compare so (mo >= mx, or mo > mx), else ex - eo + 1: read from the
+    bits, no logarithm and no f32 arithmetic (which XLA's CPU code would flush at subnormals).
+    ``max_abs``: zero or a normal f32 (the caller scales blocks of tiny values by 2^64).
     """
-    out_max = BLOCK_OUT_MAX[out_t]
-    max_abs = jnp.asarray(max_abs, jnp.float32)
-    tiny = max_abs < jnp.float32(2.0 ** -60)
-    shift = jnp.where(tiny, 64, 0)
-    scaled = jnp.where(tiny, max_abs * jnp.float32(2.0 ** 64), max_abs)
-    _, e = jnp.frexp(scaled / jnp.float32(out_max))  # r = m 2^e, 0.5 <= m < 1: log2 r < e
-    k = e.astype(jnp.int32) - 1
-    strict = out_t != "FP8E4M3"
-
-    def ok(kk: Array) -> Array:
-        bound = jnp.ldexp(jnp.float32(out_max), kk)
-        return (bound > scaled) if strict else (bound >= scaled)
-
-    for _ in range(3):  # the estimate is within one of the answer: step up until it holds
-        k = jnp.where(ok(k), k, k + 1)
-    k = jnp.where(ok(k - 1), k - 1, k)
-    return jnp.clip(k - shift, -127, 127)
+    out_bits = int(np.float32(BLOCK_OUT_MAX[out_t]).view(np.uint32))
+    bits = lax.bitcast_convert_type(jnp.asarray(max_abs, jnp.float32), U32)
+    ex = lax.convert_element_type(bits >> 23, I32)  # the sign bit is clear: max_abs >= 0
+    mx = bits & 0x7FFFFF
+    mo = np.uint32(out_bits & 0x7FFFFF)
+    up = (mx >= mo) if out_t != "FP8E4M3" else (mx > mo)
+    k = ex - (out_bits >> 23) + lax.convert_element_type(up, I32)
+    return jnp.clip(k, -127, 127)
 
 
 def times_2_64(x: Array) -> Array:
@@ -657,6 +649,26 @@ def apply_block_scale(values: Array, scale: Array, block_size: int) -> Array:
     return jnp.where(nan, jnp.float32(jnp.nan), jnp.ldexp(values, k))
 
 
+def block_dequantize_host(values: np.ndarray, scale: np.ndarray, in_t: str,
+                          block_size: int) -> np.ndarray:
+    """block_value_f32 then apply_block_scale of constant operands, in numpy at trace time: the
+    same exact f32 values (numpy's ldexp keeps subnormals), so a block-scaled weight reaches XLA
+    as one f32 constant instead of its decoding, traced and run on every call."""
+    values = np.asarray(values)
+    if in_t == "MXINT8":
+        x = values.astype(np.float32) * np.float32(1 / 64)
+    elif in_t in CODE_TYPES:  # uint8 codes: sign bit 5, magnitude bits 0-4
+        x = _fp6_table(in_t)[values & 31]
+        x = np.where(values & 32, -x, x)
+    else:
+        x = values.astype(np.float32)
+    code = np.asarray(scale).view(np.uint8)
+    k = np.repeat(code.astype(np.int32) - 127, block_size, axis=-1)
+    nan = np.repeat(code == 255, block_size, axis=-1)
+    with np.errstate(over="ignore"):  # beyond the f32 range: inf, as the traced path gives
+        return np.where(nan, np.float32(np.nan), np.ldexp(x, k)).astype(np.float32)
+
+
 def mxint8_value(code: Array) -> Array:
     """MXINT8 codes (int8) as their f32 values code / 64."""
     return jnp.asarray(code).astype(jnp.float32) * jnp.float32(1 / 64)
@@ -683,7 +695,9 @@ def fp6_encode(x: Array, dtype: str) -> Array:
     table = jnp.asarray(_fp6_table(dtype))
     mag = jnp.abs(x)
     mag = jnp.where(jnp.isnan(mag), table[-1], mag)
-    hi = jnp.clip(jnp.searchsorted(table, mag, side="left"), 1, 31)  # table[hi-1] < mag <= ...
+    # table[hi-1] < mag <= table[hi]; against all 32 entries at once (the default binary
+    # search is a while loop in the executable)
+    hi = jnp.clip(jnp.searchsorted(table, mag, side="left", method="compare_all"), 1, 31)
     lo = hi - 1
     d_lo, d_hi = mag - table[lo], table[hi] - mag
     pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))

@@ -43,6 +43,7 @@ from tosa_jax.lowering.numerics import (
     apply_block_scale,
     apply_scale_32,
     as_i32,
+    block_dequantize_host,
     block_value_f32,
     lx,
     reciprocal_scale,
@@ -676,6 +677,8 @@ def _dequantize(node: Node, index: int, data: Any, scale: Any, block_size: int) 
     two). The pseudocode scales each block's dot product instead; the sums are the same real
     numbers, accumulated within the DOT_PRODUCT error bound in f32. (Block size, C and the
     scales' shape: ERROR_IFs checked by profiles/.)"""
+    if isinstance(data, np.ndarray) and isinstance(scale, np.ndarray):  # a constant (weights)
+        return block_dequantize_host(data, scale, node.inputs[index].dtype, block_size)
     x = block_value_f32(data, node.inputs[index].dtype)
     return apply_block_scale(x, jnp.asarray(scale), block_size)
 

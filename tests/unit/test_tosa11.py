@@ -7,6 +7,8 @@ calc_block_scale worked by hand.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import ml_dtypes
 import numpy as np
@@ -352,3 +354,62 @@ def test_bs32_contraction_not_a_multiple_of_the_block_is_refused() -> None:
     out = g.op("MATMUL_T", [ai, bi, zp, zp], (1, 2, 3), "FP32")
     with pytest.raises(tosa_jax.TosaValidationError, match="get_innermost_block_size"):
         tosa_jax.load(tosa_jax.write(g.build([out])))
+
+
+@pytest.mark.parametrize("out_t", ["FP8E4M3", "FP8E5M2", "FP6E3M2", "FP6E2M3", "FP4E2M1",
+                                   "MXINT8"])
+def test_block_scale_exponent_is_the_smallest_k_of_the_definition(out_t: str) -> None:
+    """Against calc_block_scale's definition in exact rational arithmetic: the smallest k with
+    out_max * 2^k >= max_abs (FP8E4M3) or > max_abs (the others), clipped to [-127, 127]; over
+    random normal f32 values of every exponent and the values next to each bound."""
+    from fractions import Fraction
+
+    from tosa_jax.lowering.numerics import BLOCK_OUT_MAX, block_scale_exponent
+
+    out_max = BLOCK_OUT_MAX[out_t]
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0x00800000, 0x7F800000, 4000, dtype=np.uint32)
+    bounds = np.float32(out_max) * np.float32(2.0) ** np.arange(-60, 60, dtype=np.float32)
+    near = np.concatenate([np.nextafter(bounds, np.float32(0)), bounds,
+                           np.nextafter(bounds, np.float32(np.inf))])
+    values = np.concatenate([bits.view(np.float32), near, np.float32([1e-30, 3e38])])
+    got = np.asarray(block_scale_exponent(values, out_t))
+    strict = out_t != "FP8E4M3"
+    for v, k in zip(values.tolist(), got.tolist()):
+        x, m = Fraction(v), Fraction(out_max)
+        want = math.floor(math.log2(v / out_max)) - 2  # below the answer; step up exactly
+        while not (m * Fraction(2) ** want > x if strict else m * Fraction(2) ** want >= x):
+            want += 1
+        assert k == min(max(want, -127), 127), (out_t, v, k, want)
+
+
+@pytest.mark.parametrize("in_t", ["FP8E4M3", "FP8E5M2", "FP6E3M2", "FP6E2M3", "FP4E2M1",
+                                  "MXINT8"])
+def test_constant_operands_dequantize_on_the_host_as_traced(in_t: str) -> None:
+    """A constant block-scaled operand is decoded and scaled in numpy at trace time: over every
+    code and every scale (NaN scale included), exactly value * 2^k computed in float64 (numpy
+    keeps f32 subnormals), and the traced path's bits wherever the result is not subnormal
+    (XLA's CPU arithmetic flushes those to zero)."""
+    from tosa_jax.lowering.numerics import apply_block_scale, block_dequantize_host, block_value_f32
+
+    if in_t in ("FP6E3M2", "FP6E2M3"):
+        codes = np.arange(64, dtype=np.uint8)
+        values = np.arange(64, dtype=np.uint8).view(tosa_jax.ir.HOST_DTYPES[in_t])
+    elif in_t == "MXINT8":
+        codes = np.arange(-128, 128, dtype=np.int16).astype(np.int8)
+        values = codes.astype(np.float64) / 64
+    else:  # every bit pattern of the 8- or 4-bit type
+        n = 16 if in_t == "FP4E2M1" else 256
+        codes = values = np.arange(n, dtype=np.uint8).view(tosa_jax.ir.HOST_DTYPES[in_t])
+    scale = np.arange(256, dtype=np.uint8).view(tosa_jax.ir.HOST_DTYPES["FP8UE8M0"])[:, None]
+    data = np.tile(codes, (256, 1))
+    host = block_dequantize_host(data, scale, in_t, len(codes))
+    k = np.arange(256, dtype=np.float64)[:, None] - 127
+    with np.errstate(over="ignore"):
+        want = (np.asarray(values, np.float64)[None, :] * 2.0 ** k).astype(np.float32)
+    want[255] = np.nan  # scale code 255: NaN
+    np.testing.assert_array_equal(host.view(np.uint32), want.view(np.uint32))
+    traced = np.asarray(jax.jit(lambda d, s: apply_block_scale(block_value_f32(d, in_t), s,
+                                                               len(codes)))(data, scale))
+    normal = ~((host != 0) & (np.abs(host) < np.finfo(np.float32).tiny))
+    np.testing.assert_array_equal(host.view(np.uint32)[normal], traced.view(np.uint32)[normal])
