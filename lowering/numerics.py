@@ -640,13 +640,30 @@ def e8m0_exponent(scale: Array) -> tuple[Array, Array]:
     return code.astype(jnp.int32) - 127, code == 255
 
 
+def times_pow2(x: Array, k: Array) -> Array:
+    """x * 2^k for int32 k in [-127, 127], as ldexp on XLA's CPU gives it: by adding k to the
+    exponent field, an integer operation (XLA reorders float multiplications: (q / 64) * 2^-126
+    became q * 2^-132, a subnormal factor its CPU code flushes). A result above the f32 range is
+    infinity; one below 2^-126 is flushed to zero (sign kept), as XLA's CPU arithmetic does;
+    zero, a subnormal (which XLA reads as zero), infinity and NaN stay as they are. Callers:
+    block values (normal or zero), and CAST_TO_BLOCK_SCALED's quotients, where a subnormal or a
+    result below 2^-126 is zero in every block type."""
+    bits = lax.bitcast_convert_type(jnp.asarray(x, jnp.float32), I32)
+    field = (bits >> 23) & 0xFF
+    new = field + k
+    sign = bits & jnp.int32(-(2 ** 31))
+    out = jnp.where(new >= 255, sign | 0x7F800000, jnp.where(new >= 1, bits + (k << 23), sign))
+    return lax.bitcast_convert_type(jnp.where((field == 0) | (field == 255), bits, out),
+                                    jnp.float32)
+
+
 def apply_block_scale(values: Array, scale: Array, block_size: int) -> Array:
     """values (f32, innermost axis C) times their blocks' scales (innermost axis C/block_size):
-    exact, a multiplication by a power of two (ldexp, so 2^-127 needs no f32 subnormal)."""
+    a multiplication by a power of two, exact but for results below 2^-126 (see times_pow2)."""
     k, nan = e8m0_exponent(scale)
     k = jnp.repeat(k, block_size, axis=-1)
     nan = jnp.repeat(nan, block_size, axis=-1)
-    return jnp.where(nan, jnp.float32(jnp.nan), jnp.ldexp(values, k))
+    return jnp.where(nan, jnp.float32(jnp.nan), times_pow2(values, k))
 
 
 def block_dequantize_host(values: np.ndarray, scale: np.ndarray, in_t: str,
@@ -682,28 +699,42 @@ def _fp6_table(dtype: str) -> np.ndarray:
     return np.arange(32, dtype=np.uint8).view(dt).astype(np.float32)
 
 
+# An FP6 type's normal values are those of the FP8 type with its mantissa width, shifted in the
+# code space: FP6E2M3 codes 8-31 are FP8E4M3 bits 56-79, FP6E3M2 codes 4-31 are FP8E5M2 bits
+# 52-79. (FP8 type, first normal FP6 code, subnormal quantum 2^-m.)
+_FP6_VIA_FP8 = {"FP6E2M3": (jnp.float8_e4m3fn, 8, 8.0), "FP6E3M2": (jnp.float8_e5m2, 4, 16.0)}
+_FP6_TO_FP8_BITS = 48
+
+
 def fp6_decode(code: Array, dtype: str) -> Array:
-    """FP6 codes (uint8: sign bit 5, magnitude bits 0-4) as exact f32 values."""
-    code = jnp.asarray(code).astype(jnp.int32)
-    mag = jnp.take(jnp.asarray(_fp6_table(dtype)), code & 31)
-    return jnp.where(code & 32, -mag, mag)
+    """FP6 codes (uint8: sign bit 5, magnitude bits 0-4) as exact f32 values: normal codes
+    through the FP8 type of the same mantissa width, subnormal ones as code * 2^-m."""
+    f8, first_normal, quanta = _FP6_VIA_FP8[dtype]
+    code = jnp.asarray(code, jnp.uint8)
+    c = code & 31
+    normal = lax.convert_element_type(lax.bitcast_convert_type(c + _FP6_TO_FP8_BITS, f8),
+                                      jnp.float32)
+    mag = jnp.where(c >= first_normal, normal,
+                    lax.convert_element_type(c, jnp.float32) * jnp.float32(1 / quanta))
+    return jnp.where((code & 32) != 0, -mag, mag)
 
 
 def fp6_encode(x: Array, dtype: str) -> Array:
     """round_to_nearest_float<f32, fp6>: the nearest FP6 value, ties to the even code,
-    saturating at the largest magnitude (FP6 has no infinity; NaN gives the largest too)."""
-    table = jnp.asarray(_fp6_table(dtype))
-    mag = jnp.abs(x)
-    mag = jnp.where(jnp.isnan(mag), table[-1], mag)
-    # table[hi-1] < mag <= table[hi]; against all 32 entries at once (the default binary
-    # search is a while loop in the executable)
-    hi = jnp.clip(jnp.searchsorted(table, mag, side="left", method="compare_all"), 1, 31)
-    lo = hi - 1
-    d_lo, d_hi = mag - table[lo], table[hi] - mag
-    pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
-    code = jnp.where(mag >= table[-1], 31, jnp.where(pick_hi, hi, lo))
-    code = jnp.where(mag <= 0, 0, code)
-    return (code | jnp.where(jnp.signbit(x), 32, 0)).astype(jnp.uint8)
+    saturating at the largest magnitude (FP6 has no infinity; NaN gives the largest too).
+
+    In the normal range the FP8 type of the same mantissa width rounds alike (its conversion
+    rounds to nearest even; beyond the FP6 range it gives larger codes, NaN or infinity: all
+    saturate); below it the FP6 grid is uniform, code = round_half_even(|x| * 2^m)."""
+    f8, first_normal, quanta = _FP6_VIA_FP8[dtype]
+    mag = jnp.abs(jnp.asarray(x, jnp.float32))
+    via_f8 = lax.bitcast_convert_type(lax.convert_element_type(mag, f8), jnp.uint8)
+    normal = jnp.minimum(via_f8 - _FP6_TO_FP8_BITS, 31)  # uint8: no code lies below 48
+    sub = lax.convert_element_type(lax.round(mag * jnp.float32(quanta),
+                                             lax.RoundingMethod.TO_NEAREST_EVEN), jnp.uint8)
+    code = jnp.where(mag >= jnp.float32(first_normal / quanta), normal, sub)
+    code = jnp.where(jnp.isnan(mag), jnp.uint8(31), code)
+    return code | jnp.where(jnp.signbit(x), jnp.uint8(32), jnp.uint8(0))
 
 
 def to_block_value(x: Array, out_t: str) -> Array:

@@ -28,6 +28,7 @@ from tosa_jax.lowering.numerics import (
     lx,
     saturate_cast,
     times_2_64,
+    times_pow2,
     to_block_value,
     wide,
     wide_low32,
@@ -242,7 +243,8 @@ def cast_to_block_scaled(node: Node, input_data: Any, *, block_size: int) -> tup
     code = jnp.where(special, 255, k + 127).astype(jnp.uint8)
     scale = lax.bitcast_convert_type(code, jnp.float8_e8m0fnu)
     # in / scale: a multiplication by 2^-k (exact; NaN where the scale is NaN)
-    q = jnp.ldexp(work, (-k - jnp.where(tiny, 64, 0))[..., None])
+    # (a quotient below 2^-126 rounds to zero in every block type: its flush changes nothing)
+    q = times_pow2(work, (-k - jnp.where(tiny, 64, 0))[..., None])
     q = jnp.where(special[..., None], jnp.float32(jnp.nan), q).reshape(shape)
     return to_block_value(q, out_t), scale
 

@@ -413,3 +413,45 @@ def test_constant_operands_dequantize_on_the_host_as_traced(in_t: str) -> None:
                                                                len(codes)))(data, scale))
     normal = ~((host != 0) & (np.abs(host) < np.finfo(np.float32).tiny))
     np.testing.assert_array_equal(host.view(np.uint32)[normal], traced.view(np.uint32)[normal])
+
+
+def _fp6_round_oracle(x: np.ndarray, dtype: str) -> np.ndarray:
+    """round_to_nearest_float<f32, fp6> by its definition, in float64 over the 32 magnitudes
+    (ml_dtypes' decoding): nearest, ties to the even code, saturating; NaN gives the largest."""
+    table = np.arange(32, dtype=np.uint8).view(tosa_jax.ir.HOST_DTYPES[dtype]).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        mag = np.abs(x.astype(np.float64))
+        mag[np.abs(x) < np.finfo(np.float32).tiny] = 0  # XLA's CPU code reads subnormals as zero
+    dist = np.abs(mag[:, None] - table[None, :])
+    best = dist.min(axis=1, keepdims=True)
+    ties = dist == best
+    code = np.where(ties[:, ::2].any(axis=1) & (ties.sum(axis=1) > 1),
+                    np.argmax(ties & (np.arange(32) % 2 == 0), axis=1), np.argmax(ties, axis=1))
+    code = np.where(np.isnan(mag) | (mag >= table[-1]), 31, code)
+    return (code | np.where(np.signbit(x), 32, 0)).astype(np.uint8)
+
+
+@pytest.mark.parametrize("dtype", ["FP6E2M3", "FP6E3M2"])
+def test_fp6_encode_and_decode_by_definition(dtype: str) -> None:
+    """FP6 rounding through the FP8 type of the same mantissa width, against the definition
+    over random f32 bit patterns (NaN, infinity and subnormals among them) and the values at
+    and next to every midpoint of the FP6 grid; decoding against ml_dtypes for all 64 codes."""
+    from tosa_jax.lowering.numerics import fp6_decode, fp6_encode
+
+    table = np.arange(32, dtype=np.uint8).view(tosa_jax.ir.HOST_DTYPES[dtype]).astype(np.float32)
+    mids = np.concatenate([(table[1:] + table[:-1]) / 2, table, table[-1:] * 2])
+    near = np.concatenate([np.nextafter(mids, np.float32(-1)), mids,
+                           np.nextafter(mids, np.float32(99))])
+    rng = np.random.default_rng(11)
+    x = np.concatenate([near, -near, np.float32([np.nan, -np.nan, np.inf, -np.inf, 0, -0.0]),
+                        rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+                        .view(np.float32),
+                        rng.uniform(-40, 40, 200_000).astype(np.float32)])
+    got = np.asarray(jax.jit(lambda v: fp6_encode(v, dtype))(x))
+    want = _fp6_round_oracle(x, dtype)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, [(x[i], got[i], want[i]) for i in bad[:5]]
+    codes = np.arange(64, dtype=np.uint8)
+    decoded = np.asarray(jax.jit(lambda c: fp6_decode(c, dtype))(codes))
+    np.testing.assert_array_equal(decoded, codes.view(tosa_jax.ir.HOST_DTYPES[dtype])
+                                  .astype(np.float32))
