@@ -18,6 +18,7 @@ default); the program itself has no collective, only the gather of the outputs d
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import zlib
@@ -31,7 +32,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tosa_jax.errors import TosaInputError, TosaLimitError
-from tosa_jax.ir import INT_RANGES, Wide, host_to_value, wide_to_numpy
+from tosa_jax.ir import INT_RANGES, Wide, host_to_value, storage_bytes, wide_to_numpy
 from tosa_jax.limits import human_bytes
 from tosa_jax.model import Model, TensorSpec, compile_lowered, compiled_bytes, load, xla_options
 
@@ -43,7 +44,8 @@ class EvalResult:
     """What ``evaluate`` returns.
 
     ``outputs``: every graph output by name, stacked over the samples ([N, ...]).
-    ``devices``: over all ``processes`` (``jax.distributed``).
+    ``devices``: over all ``processes`` (``jax.distributed``); ``chunk``: samples vmapped
+    together on a device (``batched``).
     ``predictions``: the arg-max class of the first output per sample, along its class axis
     (``None`` when a sample's output has no single axis longer than 1 and none was named).
     ``metric``: the metric's value when labels were given, else ``None``.
@@ -60,6 +62,7 @@ class EvalResult:
     first_batch_seconds: float = 0.0
     processes: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    chunk: int = 0
 
     @property
     def samples_per_second(self) -> float:
@@ -155,11 +158,41 @@ def class_metrics(scores: np.ndarray, labels: np.ndarray, axis: int, k: int = 5
             "labels_out_of_range": int((~valid).sum())}
 
 
-# Samples vmapped together inside the per-device loop. Measured on this project's 2-core CPU
-# (batch 64, per sample): ResNet-18/2 FP32 29.7 ms as one vmap of 64, 12.5 ms as a loop over
-# chunks of 4 (13.1 of 1, 21.8 of 16); int8 11.3 -> 7.8 ms. XLA CPU's convolution kernels run
-# small batches well and large ones through slower paths.
+# Samples vmapped together inside the per-device loop. On CPU the best size follows the graph's
+# largest activation: a chunk's activations should fit in about a core's L2 cache.
+# Measured on this project's 2-core CPU (batch 64 over 2 CPU devices, one process, interleaved):
+# graphs with small activations run fastest as one vmap of each device's whole shard (its
+# kernels grow large enough for XLA to split across threads and the loop's per-step cost goes):
+# lstm_int8 (2 KiB) 13.8 ms against 29.9 ms in chunks of 4, mlp_attn_int8 (6 KiB) 0.89 against
+# 1.34 ms, cnn_fp32 (16 KiB) 1.89 against 2.34 ms; graphs with large ones run best in chunks of 4:
+# resnet_int8 (1.5 MiB) 374 ms in chunks of 4, 429 of 8, 452 of 32; unet_int8 (384 KiB)
+# 166 / 164 / 174 ms; bert_tiny_int8 (256 KiB) the same from 2 to 32. An older measurement
+# (ResNet-18/2 FP32, batch 64 on one device): 29.7 ms a sample as one vmap of 64, 12.5 ms in chunks
+# of 4 (13.1 of 1, 21.8 of 16).
 DEFAULT_CHUNK = 4
+CHUNK_CACHE_BYTES = 1 << 20
+
+
+def auto_chunk(model: Model, platform: str = "cpu") -> int:
+    """The chunk ``evaluate`` uses by default: on CPU as many samples as keep the largest
+    activation of a chunk within ``CHUNK_CACHE_BYTES`` (at least ``DEFAULT_CHUNK``; more than a
+    device's share means its whole share in one vmap); ``DEFAULT_CHUNK`` elsewhere."""
+    if platform != "cpu":
+        return DEFAULT_CHUNK
+    largest = _largest_activation(model)
+    return max(DEFAULT_CHUNK, CHUNK_CACHE_BYTES // max(largest, 1))
+
+
+def _largest_activation(model: Model) -> int:
+    """Bytes of the graph's largest non-constant tensor of static shape (one sample)."""
+    cached = getattr(model, "_largest_activation", None)
+    if cached is None:
+        cached = max((storage_bytes(t) for r in model.graph.regions for b in r.blocks
+                      for t in b.tensors.values()
+                      if t.data is None and all(isinstance(d, int) and d > 0 for d in t.shape)),
+                     default=0)
+        model._largest_activation = cached
+    return cached
 
 
 def batched(fn: Callable[..., Any], chunk: int = DEFAULT_CHUNK) -> Callable[..., Any]:
@@ -277,11 +310,19 @@ def _check_same_everywhere(arrays: list[np.ndarray], n: int, batch_size: int,
             "batch_size or chunk)")
 
 
-def _compiled_step(model: Model, mesh: Mesh, args: list[Any], chunk: int) -> Any:
-    """The batched function, sharded over ``mesh``, compiled for the signature of ``args``:
+@functools.lru_cache(maxsize=16)
+def _sharding(devices: tuple[jax.Device, ...]) -> NamedSharding:
+    """The batch axis split over ``devices`` (a Mesh takes tens of microseconds to build)."""
+    return NamedSharding(Mesh(np.array(devices), ("batch",)), PartitionSpec("batch"))
+
+
+def _compiled_step(model: Model, sharding: NamedSharding, args: list[Any], chunk: int) -> Any:
+    """The batched function, sharded by ``sharding``, compiled for the signature of ``args``
+    (host arrays or global arrays of the whole batch):
     built, traced, compiled and checked against ``limits.max_bytes`` once per model and key
     (argument shapes and dtypes, devices, chunk, x64), then kept on the model, so a second
     ``evaluate`` call on the same model neither traces nor compiles."""
+    mesh = sharding.mesh
     leaves = jax.tree.leaves(args)
     key = (tuple((a.shape, str(a.dtype)) for a in leaves),
            tuple((d.platform, d.process_index, d.id) for d in mesh.devices.flat),
@@ -294,7 +335,9 @@ def _compiled_step(model: Model, mesh: Mesh, args: list[Any], chunk: int) -> Any
     step = jax.jit(jax.shard_map(batched(model.fn, chunk), mesh=mesh,
                                  in_specs=PartitionSpec("batch"),
                                  out_specs=PartitionSpec("batch")))
-    compiled = compile_lowered(step.lower(*args),
+    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
+                          args)
+    compiled = compile_lowered(step.lower(*shapes),
                                xla_options(model.conv_kinds, mesh.devices.flat[0].platform))
     need, _ = compiled_bytes(compiled)
     devices = mesh.devices.size
@@ -309,7 +352,7 @@ def _compiled_step(model: Model, mesh: Mesh, args: list[Any], chunk: int) -> Any
 def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
              metric: str | Metric | None = "accuracy", batch_size: int = 256,
              devices: Sequence[jax.Device] | None = None,
-             progress: bool | None = None, chunk: int = DEFAULT_CHUNK,
+             progress: bool | None = None, chunk: int | None = None,
              axis: int | None = None, top_k: int = 5) -> EvalResult:
     """Run a batch-1 graph over N samples in vmapped batches sharded over the local devices.
 
@@ -323,7 +366,9 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     process must call ``evaluate`` with the same samples and options; each runs its share and
     all return every output); of the model's platform when it was loaded with a device.
     ``progress``: a progress bar on stderr (default: when stderr is a terminal, in process 0).
-    ``chunk``: samples vmapped together inside each device's loop (see ``batched``).
+    ``chunk``: samples vmapped together inside each device's loop (see ``batched``); default
+    ``auto_chunk`` (on CPU from the graph's largest activation: a small graph runs each device's
+    whole share as one vmap).
 
     Metrics on class scores ("accuracy", "top<k>") are refused, before anything runs, on a first
     output that is not [N, classes] once size-1 axes are squeezed, unless ``axis`` names the
@@ -373,6 +418,8 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
             devices = [model.device]
     devices = list(devices)
     processes = len({d.process_index for d in devices})
+    if chunk is None:
+        chunk = auto_chunk(model, devices[0].platform)
     if processes > 1:
         _check_same_everywhere(arrays, n, batch_size, chunk)
     if chunk < 1:
@@ -380,12 +427,19 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     per_device = -(-min(batch_size, n) // len(devices))
     per_device = -(-per_device // min(chunk, per_device)) * min(chunk, per_device)
     batch = per_device * len(devices)
-    mesh = Mesh(np.array(devices), ("batch",))
-    sharding = NamedSharding(mesh, PartitionSpec("batch"))
+    sharding = _sharding(tuple(devices))
 
     def put(start: int) -> list[Any]:
-        idx = np.minimum(np.arange(start, start + batch), n - 1)  # pad with the last sample
-        return [_global_batch(a, s.dtype, idx, sharding) for a, s in zip(arrays, model.inputs)]
+        if processes > 1:  # only this process's rows are read
+            idx = np.minimum(np.arange(start, start + batch), n - 1)  # pad with the last sample
+            return [_global_batch(a, s.dtype, idx, sharding)
+                    for a, s in zip(arrays, model.inputs)]
+        # One process: host arrays, which the compiled function splits over the devices
+        # itself (cheaper than device_put first); a full batch is a view of the samples, the
+        # last one is padded.
+        rows: slice | np.ndarray = (slice(start, start + batch) if start + batch <= n else
+                                    np.minimum(np.arange(start, start + batch), n - 1))
+        return [host_to_value(a[rows], s.dtype) for a, s in zip(arrays, model.inputs)]
 
     def to_host(outs: tuple[Any, ...], count: int) -> list[np.ndarray]:
         if processes > 1:  # the other processes' shards: gathered to every process
@@ -397,7 +451,7 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
                     else progress)
     t0 = time.perf_counter()
     first = put(0)
-    compiled = _compiled_step(model, mesh, first, chunk)  # every batch has this one signature
+    compiled = _compiled_step(model, sharding, first, chunk)  # one signature for all
     collected: list[list[np.ndarray]] = []
     pending: tuple[tuple[Any, ...], int] | None = None
     first_seconds = 0.0
@@ -417,7 +471,7 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
 
     outputs = {}
     for i, spec in enumerate(model.outputs):
-        out = np.concatenate([c[i] for c in collected])
+        out = collected[0][i] if len(collected) == 1 else np.concatenate([c[i] for c in collected])
         if squeeze and spec.shape and spec.shape[0] == 1:
             out = out[:, 0]
         outputs[spec.name] = out
@@ -439,4 +493,4 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
             value = float(fn(predictions if predictions is not None else first_out, labels))
     return EvalResult(outputs, predictions, value, name, n, seconds, len(devices), batch,
                       first_batch_seconds=first_seconds, extra=extra,
-                      processes=processes)
+                      processes=processes, chunk=min(chunk, per_device))
