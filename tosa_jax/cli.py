@@ -8,6 +8,7 @@ TOSA MLIR (text or bytecode) or a TFLite model, told apart by content."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -129,6 +130,21 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _cpu_devices_unset() -> bool:
+    """Whether nothing (JAX_NUM_CPU_DEVICES, jax.config, XLA_FLAGS) chose the CPU device count."""
+    import jax
+
+    return (jax.config.jax_num_cpu_devices in (None, -1)
+            and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""))
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """Run a batch-1 graph over stacked samples (vmapped, sharded over devices)."""
     import jax
@@ -141,6 +157,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
             jax.config.update("jax_num_cpu_devices", args.host_devices)
         except RuntimeError as e:
             raise TosaInputError(f"--host-devices: {e}") from e
+    elif args.coordinator is None and _cpu_devices_unset():
+        # One process: one CPU device per core by default. evaluate() shards each batch over
+        # the devices, and a single device runs a small graph on about one core (XLA's
+        # intra-op threads split only large kernels). (Several processes keep JAX's one device
+        # each unless --host-devices says otherwise.)
+        try:
+            jax.config.update("jax_num_cpu_devices", _usable_cores())
+        except RuntimeError:
+            pass  # JAX's CPU backend already started (an embedding caller): keep its devices
     given = [args.coordinator, args.num_processes, args.process_id]
     if any(v is not None for v in given):
         if any(v is None for v in given):
@@ -413,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output-dir", help="write each output (and predictions) as .npy")
     p.add_argument("--device", help="JAX platform to run on: cpu or gpu (default: JAX's)")
     p.add_argument("--host-devices", type=int, metavar="N",
-                   help="split the CPU into N JAX devices and shard batches over them")
+                   help="split the CPU into N JAX devices and shard batches over them "
+                        "(default: one per usable core in a single process, unless "
+                        "JAX_NUM_CPU_DEVICES or XLA_FLAGS set the count)")
     p.add_argument("--coordinator", metavar="HOST:PORT",
                    help="several processes or hosts (jax.distributed): the address of process 0; "
                         "run the same command in each, with its --process-id; each runs its "
