@@ -9,10 +9,12 @@ networks and the zoo in ``.cache/zoo``) and every engine:
 * **latency, batch 1**: median of repeated calls after warm-up, one sample (``NAME.input.npy``
   when it exists, else seeded random data);
 * **throughput, batch N** (64): tosa_jax evaluates the batch in one call of
-  ``jit(tosa_jax.evaluate.batched(model.fn))`` (a loop over chunks of 4 vmapped samples);
+  ``jit(tosa_jax.evaluate.batched(model.fn, chunk))`` on one CPU device (a loop over chunks of
+  vmapped samples, ``chunk`` as ``evaluate`` chooses it: ``auto_chunk``);
   the reference model and IREE have batch-1 graphs, so they loop over the N samples;
 * **batch N through ``tosa_jax.evaluate``**: what a user calls (numpy in and out), timed over
-  repeated calls after the first (which compiles);
+  repeated calls after the first (which compiles), sharded over one CPU device per core
+  (``--host-devices``, as ``tosa-jax eval`` does by default);
 * **first result**: what a fresh process pays from the file to the first result. tosa_jax:
   ``tosa_jax.load(path)`` + the first call in a new process (import apart), once with an empty
   compile cache and once more, in another process, from the cache it filled; trace + lower and
@@ -161,13 +163,15 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
     import jax
 
     import tosa_jax
-    from tosa_jax.evaluate import batched
+    from tosa_jax.evaluate import auto_chunk, batched
     from tosa_jax.model import compile_lowered
 
-    if args.platform == "cpu" and args.host_devices > 1:
-        # evaluate() shards a batch over the local devices: one CPU device per core, as a user
-        # with `tosa-jax eval --host-devices N` has (IREE's task system uses every core too).
-        # Batch-1 calls run on device 0 as before.
+    if args.platform != "gpu" and args.host_devices > 1:
+        # evaluate() shards a batch over the local devices: one CPU device per core, as
+        # `tosa-jax eval` has by default (IREE's task system uses every core too). Batch-1 calls
+        # run on device 0 as before. (This worker runs on the CPU unless --platform gpu; the
+        # parent passes no --platform for it, so "auto" must count as the CPU here: before, the
+        # test was == "cpu" and evaluate ran on one device.)
         jax.config.update("jax_num_cpu_devices", args.host_devices)
 
     work = Path(args.work)
@@ -220,7 +224,10 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
     if args.batch > 1:
         reset = _reset_peak()
         xb = [jax.device_put(a) for a in _load_inputs(work, len(model.inputs), True)]
-        fb = jax.jit(batched(model.fn))  # what tosa_jax.evaluate runs per device
+        # what tosa_jax.evaluate runs per device, with the chunk it chooses (here over the
+        # whole batch on device 0)
+        chunk = auto_chunk(model, jax.devices()[0].platform)
+        fb = jax.jit(batched(model.fn, chunk))
         t0 = time.perf_counter()
         cb = compile_lowered(fb.lower(*xb), model.xla_options(tuple(xb)))
         res["compile_b_ms"] = (time.perf_counter() - t0) * 1e3
@@ -242,8 +249,9 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
         xe = _load_inputs(work, len(model.inputs), True)
         xe = xe[0] if len(xe) == 1 else tuple(xe)
         t0 = time.perf_counter()
-        tosa_jax.evaluate(model, xe, batch_size=args.batch, progress=False)
+        first = tosa_jax.evaluate(model, xe, batch_size=args.batch, progress=False)
         res["evaluate_first_ms"] = (time.perf_counter() - t0) * 1e3
+        res.update(evaluate_devices=first.devices, evaluate_chunk=first.chunk, batch_chunk=chunk)
         e_ms, e_n = _median_ms(
             lambda: tosa_jax.evaluate(model, xe, batch_size=args.batch, progress=False),
             args.repeat_b, args.budget)
