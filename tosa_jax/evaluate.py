@@ -159,18 +159,19 @@ def class_metrics(scores: np.ndarray, labels: np.ndarray, axis: int, k: int = 5
 
 
 # Samples vmapped together inside the per-device loop. On CPU the best size follows the graph's
-# largest activation: a chunk's activations should fit in about a core's L2 cache.
+# largest activation (one sample): the activations of a chunk should stay small.
 # Measured on this project's 2-core CPU (batch 64 over 2 CPU devices, one process, interleaved):
-# graphs with small activations run fastest as one vmap of each device's whole shard (its
-# kernels grow large enough for XLA to split across threads and the loop's per-step cost goes):
+# graphs with small activations run fastest as one vmap of each device's whole share (its
+# kernels grow large enough for XLA to split across threads, the loop's per-step cost goes):
 # lstm_int8 (2 KiB) 13.8 ms against 29.9 ms in chunks of 4, mlp_attn_int8 (6 KiB) 0.89 against
-# 1.34 ms, cnn_fp32 (16 KiB) 1.89 against 2.34 ms; graphs with large ones run best in chunks of 4:
-# resnet_int8 (1.5 MiB) 374 ms in chunks of 4, 429 of 8, 452 of 32; unet_int8 (384 KiB)
-# 166 / 164 / 174 ms; bert_tiny_int8 (256 KiB) the same from 2 to 32. An older measurement
-# (ResNet-18/2 FP32, batch 64 on one device): 29.7 ms a sample as one vmap of 64, 12.5 ms in chunks
-# of 4 (13.1 of 1, 21.8 of 16).
+# 1.34 ms; cnn_fp32 (16 KiB) 2.26 ms in chunks of 32, 2.46 of 16 or 8, 2.34 of 4. Larger
+# activations want smaller chunks: lstm_fp32 (32 KiB) on one device 5.5 ms in chunks of 8,
+# 9.6 of 16, 5.9 of 4; resnet_int8 (1.5 MiB) 374 ms in chunks of 4, 429 of 8, 452 of 32;
+# unet_int8 (384 KiB) 166 / 164 / 174 ms; bert_tiny_int8 (256 KiB) the same from 2 to 32. An
+# older measurement (ResNet-18/2 FP32, batch 64 on one device): 29.7 ms a sample as one vmap
+# of 64, 12.5 ms in chunks of 4 (13.1 of 1, 21.8 of 16).
 DEFAULT_CHUNK = 4
-CHUNK_CACHE_BYTES = 1 << 20
+CHUNK_CACHE_BYTES = 256 << 10
 
 
 def auto_chunk(model: Model, platform: str = "cpu") -> int:

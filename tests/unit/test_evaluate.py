@@ -155,20 +155,26 @@ def test_sharded_over_four_host_devices(tmp_path, name: str) -> None:
                    "same_as_single_calls": True}
 
 
-def test_cli_eval(tmp_path) -> None:
+@pytest.mark.parametrize("host_devices", [2, None])
+def test_cli_eval(tmp_path, host_devices: int | None) -> None:
+    """``--host-devices N``, or by default one CPU device per usable core."""
     model = tosa_jax.load(FIXTURES / "cnn_int8.tosa")
     xs = _samples(model, 9, seed=6)
     labels = np.arange(9) % 10
     np.save(tmp_path / "xs.npy", xs)
     np.save(tmp_path / "y.npy", labels)
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS")}
+    env["JAX_PLATFORMS"] = "cpu"
+    flag = ["--host-devices", str(host_devices)] if host_devices else []
     proc = subprocess.run([sys.executable, "-m", "tosa_jax.cli", "eval",
                            str(FIXTURES / "cnn_int8.tosa"), str(tmp_path / "xs.npy"),
-                           "--labels", str(tmp_path / "y.npy"), "-b", "4", "--host-devices", "2",
+                           "--labels", str(tmp_path / "y.npy"), "-b", "4", *flag,
                            "-q", "-o", str(tmp_path / "out")],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "9 samples on 2 device(s), batch 4" in proc.stdout
+    devices = host_devices or len(os.sched_getaffinity(0))
+    batch = -(-4 // devices) * devices
+    assert f"9 samples on {devices} device(s), batch {batch}" in proc.stdout
     out = np.load(tmp_path / "out" / f"{model.outputs[0].name}.npy")
     single = np.stack([np.asarray(model(x[None]))[0] for x in xs])
     np.testing.assert_array_equal(out, single)
@@ -204,3 +210,27 @@ def test_second_call_neither_traces_nor_compiles() -> None:
     finally:
         monitoring.unregister_event_duration_listener(listen)
     assert len(model._evaluate_cache) == 2
+
+
+def test_auto_chunk_follows_the_largest_activation() -> None:
+    """On CPU a graph with small activations runs each device's whole share as one vmap, one
+    with large activations in chunks of DEFAULT_CHUNK; integer outputs do not depend on it."""
+    from tosa_jax.evaluate import CHUNK_CACHE_BYTES, DEFAULT_CHUNK, auto_chunk
+
+    def negate(shape: tuple[int, ...]) -> tosa_jax.Model:
+        b = GraphBuilder()
+        x = b.input("x", shape, "INT8")
+        return tosa_jax.load(b.build([b.op("NEGATE", [x, b.const([0], "INT8"),
+                                                      b.const([0], "INT8")], shape, "INT8")]))
+
+    assert auto_chunk(negate((1, 1024))) == CHUNK_CACHE_BYTES // 1024
+    assert auto_chunk(negate((1, 1024, 1024))) == DEFAULT_CHUNK  # 1 MiB a sample
+    assert auto_chunk(negate((1, 1024, 1024)), "gpu") == DEFAULT_CHUNK
+
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    xs = _samples(model, 10, seed=8)
+    whole = tosa_jax.evaluate(model, xs, batch_size=8, progress=False)
+    ones = tosa_jax.evaluate(model, xs, batch_size=8, progress=False, chunk=1)
+    assert whole.chunk == 8 // whole.devices and ones.chunk == 1
+    name = model.outputs[0].name
+    np.testing.assert_array_equal(whole.outputs[name], ones.outputs[name])
