@@ -32,7 +32,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tosa_jax.errors import TosaInputError, TosaLimitError
-from tosa_jax.ir import INT_RANGES, Wide, host_to_value, storage_bytes, wide_to_numpy
+from tosa_jax.ir import INT_RANGES, BlockScaled, host_to_value, storage_bytes, value_to_host
 from tosa_jax.limits import human_bytes
 from tosa_jax.model import Model, TensorSpec, compile_lowered, compiled_bytes, load, xla_options
 
@@ -317,6 +317,21 @@ def _sharding(devices: tuple[jax.Device, ...]) -> NamedSharding:
     return NamedSharding(Mesh(np.array(devices), ("batch",)), PartitionSpec("batch"))
 
 
+def _rows(out: Any, index: Any) -> Any:
+    """``out[index]``; of a block-scaled output, of its values and its scales alike."""
+    if isinstance(out, BlockScaled):
+        return BlockScaled(out.values[index], out.scales[index])
+    return out[index]
+
+
+def _concat(parts: list[Any]) -> Any:
+    """The batches of one output, concatenated (a block-scaled one part by part)."""
+    if isinstance(parts[0], BlockScaled):
+        return BlockScaled(np.concatenate([p.values for p in parts]),
+                           np.concatenate([p.scales for p in parts]))
+    return np.concatenate(parts)
+
+
 def _compiled_step(model: Model, sharding: NamedSharding, args: list[Any], chunk: int) -> Any:
     """The batched function, sharded by ``sharding``, compiled for the signature of ``args``
     (host arrays or global arrays of the whole batch):
@@ -445,8 +460,8 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     def to_host(outs: tuple[Any, ...], count: int) -> list[np.ndarray]:
         if processes > 1:  # the other processes' shards: gathered to every process
             outs = multihost_utils.process_allgather(outs, tiled=True)
-        return [(wide_to_numpy(o) if isinstance(o, Wide) else np.asarray(o))[:count]
-                for o in outs]
+        return [_rows(value_to_host(o, spec.dtype), slice(0, count))
+                for o, spec in zip(outs, model.outputs, strict=True)]
 
     bar = _Progress(n, (sys.stderr.isatty() and jax.process_index() == 0) if progress is None
                     else progress)
@@ -472,11 +487,13 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
 
     outputs = {}
     for i, spec in enumerate(model.outputs):
-        out = collected[0][i] if len(collected) == 1 else np.concatenate([c[i] for c in collected])
+        out = collected[0][i] if len(collected) == 1 else _concat([c[i] for c in collected])
         if squeeze and spec.shape and spec.shape[0] == 1:
-            out = out[:, 0]
+            out = _rows(out, (slice(None), 0))
         outputs[spec.name] = out
     first_out = outputs[model.outputs[0].name]
+    if isinstance(first_out, BlockScaled):  # scores: the values (a metric reads them so)
+        first_out = first_out.values
     scores = first_out.reshape(n, *per)
     predictions = scores.argmax(axis=class_axis + 1) if class_axis is not None else None
 

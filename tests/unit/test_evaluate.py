@@ -234,3 +234,45 @@ def test_auto_chunk_follows_the_largest_activation() -> None:
     assert whole.chunk == 8 // whole.devices and ones.chunk == 1
     name = model.outputs[0].name
     np.testing.assert_array_equal(whole.outputs[name], ones.outputs[name])
+
+
+def test_fp6_and_block_scaled_outputs_come_back_as_from_the_model() -> None:
+    """TOSA 1.1 outputs cross evaluate as they cross model(x): FP6 as its ml_dtypes type (not
+    the uint8 codes the executable computes), a block-scaled tensor as a BlockScaled pair whose
+    values and scales are concatenated over the batches. Each row equals a single call."""
+    import ml_dtypes
+
+    from tosa_jax.ir import Operator, Tensor
+
+    rng = np.random.default_rng(3)
+    g = GraphBuilder((1, 1, 0, True))
+    x = g.input("x", (1, 64), "FP32")
+    codes, scales = g._name("codes"), g._name("scales")
+    g.block.tensors[codes] = Tensor(codes, (1, 64), "FP6E2M3")
+    g.block.tensors[scales] = Tensor(scales, (1, 2), "FP8UE8M0")
+    g.block.operators.append(Operator("CAST_TO_BLOCK_SCALED", [x], [codes, scales],
+                                      {"block_size": 32}))
+    table = g.const((rng.standard_normal((1, 6, 64)) * 4).astype(ml_dtypes.float8_e4m3fn),
+                    "FP8E4M3")
+    t = g.block.tensors[table]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    t.scale_data = np.exp2(rng.integers(-20, 21, (1, 6, 2))).astype(ml_dtypes.float8_e8m0fnu)
+    idx = g.input("idx", (1, 3), "INT32")
+    gathered = g.op("ROW_GATHER", [table, idx, g.const([2], "INT32")], (1, 6, 64), "FP8E4M3")
+    t = g.block.tensors[gathered]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    model = tosa_jax.load(tosa_jax.write(g.build([codes, scales, gathered])))
+    xs = (rng.standard_normal((7, 64)) * 5).astype(np.float32)
+    ids = rng.integers(0, 5, (7, 3)).astype(np.int32)
+    res = tosa_jax.evaluate(model, {"x": xs, "idx": ids}, batch_size=4, progress=False)
+    singles = [model.run({"x": xs[i:i + 1], "idx": ids[i:i + 1]}) for i in range(7)]
+    for name in (codes, scales):
+        want = np.stack([np.asarray(s[name])[0] for s in singles])
+        got = res.outputs[name]
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    got = res.outputs[gathered]
+    assert isinstance(got, tosa_jax.BlockScaled)
+    for part in ("values", "scales"):
+        want = np.stack([getattr(s[gathered], part)[0] for s in singles])
+        np.testing.assert_array_equal(getattr(got, part).view(np.uint8), want.view(np.uint8))
