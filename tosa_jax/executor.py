@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tosa_jax import layout
 from tosa_jax.errors import (
     TosaError,
     TosaInputError,
@@ -28,6 +29,7 @@ from tosa_jax.ir import (
     Wide,
     host_to_value,
 )
+from tosa_jax.layout import Laid
 from tosa_jax.lowering import LOWERINGS, Node, WithState
 from tosa_jax.lowering.numerics import DEVICE_DTYPES
 
@@ -186,7 +188,8 @@ def _to_host(value: Any) -> Any:
     return np.asarray(value)
 
 
-def _lower(op: Operator, node: Node, args: list[Any], where: str) -> Any:
+def _lower(op: Operator, node: Node, args: list[Any], where: str,
+           attrs: dict[str, Any] | None = None) -> Any:
     """Call the operator's lowering; whatever else it raises becomes a TosaValidationError.
 
     Lowerings trust the declared shapes and attributes; until every ERROR_IF is checked ahead
@@ -194,7 +197,7 @@ def _lower(op: Operator, node: Node, args: list[Any], where: str) -> Any:
     refused here with the operator named rather than with a bare Python or JAX exception.
     """
     try:
-        return LOWERINGS[op.op](node, *args, **op.attrs)
+        return LOWERINGS[op.op](node, *args, **(op.attrs if attrs is None else attrs))
     except (TosaError, MemoryError, RecursionError):
         raise
     except Exception as e:
@@ -229,12 +232,14 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
     """
     state = dict(state)
     keys = {n: t.variable_key for n, t in block.tensors.items() if t.variable}
+    # env may hold Laid values (tosa_jax.layout): transposes carried as layouts
     env: dict[str, Any] = dict(zip(block.inputs, args, strict=False))
     if keep is not None:
         keep.update(env)
+    lazy = layout.plan(block) if layout.ENABLED else frozenset()
 
     def value(name: str) -> Any:
-        return state[keys[name]] if name in keys else env[name]
+        return state[keys[name]] if name in keys else layout.logical(env[name])
 
     def run(name: str, sub_args: Sequence[Any],
             sub_state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -246,6 +251,23 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
         node = Node(op.op, tuple(block.tensors[n] for n in op.inputs),
                     tuple(block.tensors[n] for n in op.outputs), op.location,
                     **({"run_block": run, "state": dict(state)} if stateful else {}))
+        if lazy and op.op in layout.OPS:
+            laid = layout.step(op, node, [state[keys[n]] if n in keys else env[n]
+                                          for n in op.inputs],
+                               lambda nd, a, at, op=op, where=where: _lower(op, nd, a, where, at),
+                               i in lazy)
+            if laid is not None:
+                t = node.outputs[0]
+                _check_result(node, laid.phys if isinstance(laid, Laid) else laid,
+                              layout.phys_tensor(laid, t) if isinstance(laid, Laid) else t,
+                              where)
+                if t.name in keys:
+                    state[keys[t.name]] = layout.logical(laid)
+                else:
+                    env[t.name] = laid
+                if keep is not None:
+                    keep[t.name] = layout.logical(laid)
+                continue
         args = [value(n) for n in op.inputs]
         if not stateful and args and all(_is_constant(a) for a in args):
             # Constant propagation: an operator of constants is evaluated now, op by op, with
