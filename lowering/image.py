@@ -46,15 +46,12 @@ _PERIOD_MAX = 8  # periodic sampling patterns up to this period are taken by str
 
 
 def _period(index: np.ndarray) -> int | None:
-    """The smallest period p (O % p == 0, p <= _PERIOD_MAX) with index[o + p] = index[o] + q
-    for one step q >= 1 whatever o, once the clamping at the edges is undone: an integer
-    scale factor (2x upsampling: p = 2, q = 1), or a nearest pattern that repeats."""
-    out = len(index)
-    for p in range(1, min(_PERIOD_MAX, out) + 1):
-        if out % p:
-            continue
+    """The smallest period p (p <= _PERIOD_MAX) with index[o + p] = index[o] + q for one step
+    q >= 1 whatever o, once the clamping at the edges is undone: an integer scale factor
+    (2x upsampling: p = 2, q = 1), or a nearest pattern that repeats."""
+    for p in range(1, min(_PERIOD_MAX, len(index) - 1) + 1):
         steps = index[p:] - index[:-p]
-        if len(steps) and steps.min() == steps.max() and steps[0] >= 1:
+        if steps.min() == steps.max() and steps[0] >= 1:
             return p
     return None
 
@@ -73,21 +70,21 @@ def _take(x: Any, index: np.ndarray, axis: int, unclamped: np.ndarray | None = N
         p = _period(unclamped)
     if p is None:
         return jnp.take(x, jnp.asarray(index), axis=axis, mode="clip")
-    lo, hi = max(0, -int(unclamped.min())), max(0, int(unclamped.max()) - (size - 1))
+    out = len(unclamped)
+    q = int(unclamped[p] - unclamped[0])
+    rounds = -(-out // p)  # the last round may be partial: continue the pattern, cut after
+    ext = np.concatenate([unclamped[:p] + q * k for k in range(rounds)])
+    lo, hi = max(0, -int(ext.min())), max(0, int(ext.max()) - (size - 1))
     if lo or hi:  # edge replication: what the clamped index reads
         first = lax.slice_in_dim(x, 0, 1, axis=axis)
         last = lax.slice_in_dim(x, size - 1, size, axis=axis)
         x = lax.concatenate([first] * lo + [x] + [last] * hi, axis)
-    out = len(unclamped)
-    q = int(unclamped[p] - unclamped[0]) if out > p else 1
-    parts = []
-    for r in range(p):
-        start = int(unclamped[r]) + lo
-        parts.append(lax.slice_in_dim(x, start, start + (out // p - 1) * q + 1, q, axis))
-    if p == 1:
-        return parts[0]
-    stacked = jnp.stack(parts, axis=axis + 1)  # [..., O/p, p, ...] -> [..., O, ...]
-    return stacked.reshape(x.shape[:axis] + (out,) + x.shape[axis + 1:])
+    parts = [lax.slice_in_dim(x, int(ext[r]) + lo, int(ext[r]) + lo + (rounds - 1) * q + 1, q,
+                              axis) for r in range(p)]
+    if p > 1:  # [..., rounds, p, ...] -> [..., rounds * p, ...]
+        stacked = jnp.stack(parts, axis=axis + 1)
+        parts = [stacked.reshape(x.shape[:axis] + (rounds * p,) + x.shape[axis + 1:])]
+    return parts[0] if rounds * p == out else lax.slice_in_dim(parts[0], 0, out, axis=axis)
 
 
 def _bcast(w: np.ndarray, axis: int) -> np.ndarray:

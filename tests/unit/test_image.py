@@ -38,7 +38,9 @@ CASES = [((2048, 1024), (2048, 512), (0, 0)),
          ((2048, 1023), (1536, 1000), (-2048, -1536)),
          ((3, 2), (5, 7), (-1, 4)),
          ((4, 1), (6, 1), (1, -3)),   # remainders hit scale_n / 2 exactly: nearest ties
-         ((7, 5), (16, 3), (20, 0))]
+         ((7, 5), (16, 3), (20, 0)),
+         ((4, 2), (4, 2), (-1, -1)),  # 2x, half-pixel centres (UNet): edge rows replicated
+         ((2, 1), (6, 2), (0, 1))]    # whole scale factors taken by strided slices
 
 
 @pytest.mark.parametrize("in_t, bilinear_t", [("INT8", "INT32"), ("INT16", "INT48")])
