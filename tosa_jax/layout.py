@@ -23,6 +23,7 @@ the spec's bounds for it).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,7 @@ ELEMENTWISE = frozenset({
 AXIS_OPS = frozenset({"REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PRODUCT",
                       "REDUCE_SUM", "CONCAT"})
 OPS = ELEMENTWISE | AXIS_OPS | {"TRANSPOSE", "RESHAPE"}
+_TRIALS_MAX = 5000  # operators replayed by plan()'s one-by-one trials, at most
 # never evaluated as constants by the executor
 _STATEFUL = frozenset({"COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"})
 
@@ -184,60 +186,77 @@ def plan(block: Any) -> frozenset[int]:
     that moves fewer elements than applying each where it stands, less each one whose layout
     costs more than it saves; none where carrying them would move more (a transposed tensor
     read by many operators that need it as it is, say). Counted on shapes alone."""
-    ops = block.operators
-    transposes = [i for i, op in enumerate(ops) if op.op == "TRANSPOSE"]
+    transposes = [i for i, op in enumerate(block.operators) if op.op == "TRANSPOSE"]
     if not transposes:
         return frozenset()
-    base = _moved(block, frozenset())
+    steps = _steps(block)
+    base = _moved(block, steps, frozenset())
     chosen = frozenset(transposes)
-    best = _moved(block, chosen)
-    for i in transposes:
+    best = _moved(block, steps, chosen)
+    # Each trial replays the block: on large blocks with many transposes (where the replay
+    # would cost more than ~1 us per operator) all-or-nothing only.
+    for i in transposes if len(transposes) * len(steps) <= _TRIALS_MAX else ():
         trial = chosen - {i}
-        cost = _moved(block, trial)
+        cost = _moved(block, steps, trial)
         if cost < best:
             chosen, best = trial, cost
     return chosen if best < base else frozenset()
 
 
-def _moved(block: Any, lazy: frozenset[int]) -> int:
-    """Elements the block's transposes move when the TRANSPOSEs ``lazy`` are carried as
-    layouts (the executor's decisions replayed on shapes; one transpose per tensor and order,
-    as XLA merges repeated ones)."""
+def _steps(block: Any) -> list[tuple[Any, ...]]:
+    """What ``_moved`` needs of each operator, worked out once: (index, operator, kind, inputs,
+    output, output shape, data inputs); kind "const" (evaluated at trace time), "other" (needs
+    its inputs as they are), or the operator's name."""
     from tosa_jax.lowering import Node
 
     tensors = block.tensors
-    perm: dict[str, tuple[int, ...]] = {}
     const: set[str] = set()
-    done: set[tuple[str, Any]] = set()
-    total = 0
-
-    def size(name: str) -> int:
-        return int(np.prod(tensors[name].shape))
-
-    def need(name: str, target: tuple[int, ...] | None = None) -> None:
-        nonlocal total
-        have = perm.get(name)
-        if name in const or have == target or (have is None and target is not None
-                                               and target == tuple(range(len(target)))):
-            return
-        if (name, target) not in done:
-            done.add((name, target))
-            total += size(name)
-
+    steps: list[tuple[Any, ...]] = []
     for i, op in enumerate(block.operators):
         if op.op in ("CONST", "CONST_SHAPE") or (
                 op.inputs and all(n in const for n in op.inputs) and op.op not in _STATEFUL):
             const.update(op.outputs)
             continue
+        inputs = [n for n in op.inputs if n not in const]
         node = Node(op.op, tuple(tensors[n] for n in op.inputs),
                     tuple(tensors[n] for n in op.outputs))
-        out = op.outputs[0] if op.outputs else None
-        if op.op not in OPS or not _eligible(node):
-            for n in op.inputs:
-                need(n)
+        if op.op not in OPS or not _eligible(node) or (
+                op.op == "RESCALE" and op.attrs.get("per_channel")):
+            steps.append((i, op, "other", inputs, None, None, ()))
             continue
-        shape = tensors[out].shape
-        if op.op == "TRANSPOSE":
+        data = tuple(op.inputs[k] for k in _data_inputs(node) if op.inputs[k] not in const)
+        steps.append((i, op, op.op, inputs, op.outputs[0], tensors[op.outputs[0]].shape, data))
+    return steps
+
+
+def _moved(block: Any, steps: list[tuple[Any, ...]], lazy: frozenset[int]) -> int:
+    """Elements the block's transposes move when the TRANSPOSEs ``lazy`` are carried as
+    layouts (the executor's decisions replayed on shapes; one transpose per tensor and order,
+    as XLA merges repeated ones)."""
+    tensors = block.tensors
+    perm: dict[str, tuple[int, ...]] = {}
+    done: set[tuple[str, Any]] = set()
+    total = 0
+
+    def size(name: str) -> int:
+        return math.prod(tensors[name].shape)
+
+    def need(name: str, target: tuple[int, ...] | None = None) -> None:
+        nonlocal total
+        have = perm.get(name)
+        if have == target or (have is None and target == tuple(range(len(target or ())))):
+            return
+        if (name, target) not in done:
+            done.add((name, target))
+            total += size(name)
+
+    for i, op, kind, inputs, out, shape, data in steps:
+        if kind == "other":
+            for n in inputs:
+                if n in perm:
+                    need(n)
+            continue
+        if kind == "TRANSPOSE":
             x = op.inputs[0]
             perms = tuple(int(p) for p in op.attrs["perms"])
             if i in lazy:
@@ -252,28 +271,24 @@ def _moved(block: Any, lazy: frozenset[int]) -> int:
             elif not _trivial(perms, shape):
                 total += size(out)
             continue
-        laid = [n for n in op.inputs if n in perm]
-        if not laid:
+        if not any(n in perm for n in inputs):
             continue
-        if op.op == "RESHAPE":
-            step_plan = _reshape(tensors[op.inputs[0]].shape, shape, perm[op.inputs[0]])
-            if step_plan is None:
-                need(op.inputs[0])
-            elif not _trivial(step_plan[1], shape):
-                perm[out] = step_plan[1]
+        if kind == "RESHAPE":
+            x = op.inputs[0]
+            reshape = _reshape(tensors[x].shape, shape, perm[x])
+            if reshape is None:
+                need(x)
+            elif not _trivial(reshape[1], shape):
+                perm[out] = reshape[1]
             continue
-        if op.op == "RESCALE" and op.attrs.get("per_channel"):
-            for n in op.inputs:
-                need(n)
-            continue
-        data = [op.inputs[k] for k in _data_inputs(node)]
-        order = _choose(len(shape), [(perm.get(n), size(n)) for n in data if n not in const])
-        for n in op.inputs:
+        order = _choose(len(shape), [(perm.get(n), size(n)) for n in data])
+        for n in inputs:
             need(n, order if n in data else None)
         if order != tuple(range(len(shape))):
             perm[out] = order
     for n in block.outputs:
-        need(n)
+        if n in perm:
+            need(n)
     return total
 
 
