@@ -78,11 +78,14 @@ def run(graphs: int, keep: bool = False, clear_every: int = 0, every: int = 50,
             if not quiet:
                 print(f"  {i + 1:5d} graphs  RSS {samples[-1][1]:8.1f} MiB", flush=True)
     gc.collect()
+    if samples[-1][0] != graphs:  # a count that is no multiple of ``every``: end on a sample
+        samples.append((graphs, rss_mib()))
     half = next(r for n, r in samples if n >= graphs // 2)
     return {
         "graphs": graphs, "keep": keep, "clear_every": clear_every,
         "rss_start_mib": round(samples[0][1], 1),
-        "rss_after_first_50_mib": round(samples[1][1], 1) if len(samples) > 1 else None,
+        "rss_after_first_50_mib": (round(samples[1][1], 1)
+                                   if len(samples) > 1 and samples[1][0] == every else None),
         "rss_half_mib": round(half, 1), "rss_end_mib": round(samples[-1][1], 1),
         "growth_second_half_mib": round(samples[-1][1] - half, 1),
         "models_collected": sum(r() is None for r in refs), "models_sampled": len(refs),
