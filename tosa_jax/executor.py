@@ -31,12 +31,20 @@ from tosa_jax.ir import (
 )
 from tosa_jax.layout import Laid
 from tosa_jax.lowering import LOWERINGS, Node, WithState
-from tosa_jax.lowering.numerics import DEVICE_DTYPES
+from tosa_jax.lowering.numerics import DEVICE_DTYPES, fusion_boundary
 
 # Operators that run blocks (EXT-CONTROLFLOW) or touch variables (EXT-VARIABLE). They are never
 # evaluated eagerly as constants: their results may depend on the variable state, and their
 # lowerings decide themselves what can be decided before tracing (a constant condition, say).
 STATEFUL_OPS = frozenset({"COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"})
+# Operators that XLA fuses into their users (elementwise and data layout). An integer result of
+# one of them used by two or more operators is computed once (numerics.fusion_boundary): XLA
+# would otherwise copy its whole producing chain into each user.
+FUSIBLE_OPS = frozenset({
+    "RESCALE", "CAST", "CLAMP", "ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "SELECT", "ABS",
+    "NEGATE", "INTDIV", "ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT",
+    "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR", "BITWISE_NOT", "CLZ", "IDENTITY", "RESHAPE",
+    "TRANSPOSE", "SLICE", "CONCAT", "PAD", "TILE", "REVERSE"})
 # The attributes by which control-flow operators name the blocks they run.
 BLOCK_ATTRIBUTES = ("then_graph", "else_graph", "cond_graph", "body_graph")
 
@@ -206,6 +214,16 @@ def _lower(op: Operator, node: Node, args: list[Any], where: str,
             f"({type(e).__name__}: {e})") from e
 
 
+def _shared(block: Block) -> frozenset[str]:
+    """The tensors that two or more operators of ``block`` read."""
+    seen: set[str] = set()
+    shared: set[str] = set()
+    for op in block.operators:
+        for name in set(op.inputs):
+            (shared if name in seen else seen).add(name)
+    return frozenset(shared)
+
+
 def evaluate_block(graph: Graph, block: Block, args: Sequence[Any]) -> tuple[Any, ...]:
     """Trace ``block`` on ``args`` (one value per block input); returns the block outputs.
 
@@ -245,6 +263,7 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
             sub_state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return run_block(graph, graph.block(name), sub_args, sub_state)
 
+    shared = _shared(block)
     for i, op in enumerate(block.operators):
         where = _where(op, i, block)
         stateful = op.op in STATEFUL_OPS
@@ -289,6 +308,8 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
                                       f"declares {len(node.outputs)}")
         for t, value_ in zip(node.outputs, results, strict=False):
             _check_result(node, value_, t, where)
+            if t.name in shared and op.op in FUSIBLE_OPS:
+                value_ = fusion_boundary(value_)
             if t.name in keys:
                 state[keys[t.name]] = value_  # a write to a variable
             else:
