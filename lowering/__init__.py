@@ -4,7 +4,8 @@ A lowering is a function named after its operator and registered with ``@lowerin
 called as ``fn(node, *inputs, **attributes)``:
 
 * ``node`` (a ``Node``) describes the operator: input and output tensors (name, shape, element
-  type) of the IR, and the operator's location in the file;
+  type) of the IR, the operator's location in the file, and the ranges proven for its integer
+  inputs (``tosa_jax.ranges``: a lowering may choose shorter exact arithmetic from them);
 * ``inputs`` are the operator's input values, in spec order: numpy arrays for compile-time
   constants (outputs of CONST / CONST_SHAPE), JAX arrays otherwise; INT48 values are
   ``numerics.Wide`` pairs, INT4 values int8 arrays, BOOL values bool arrays;
@@ -43,6 +44,8 @@ class Node:
     inputs: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
     location: str | None = None
+    # Per input: the (lo, hi) its values are proven to lie in (tosa_jax.ranges), or None.
+    ranges: tuple[tuple[int, int] | None, ...] = ()
     # Control-flow and variable operators only (see the module docstring).
     run_block: BlockRunner | None = None
     state: dict[str, Any] = field(default_factory=dict)

@@ -317,7 +317,8 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
     ``multiplier`` and ``shift`` broadcast against ``value`` (per-channel: along the last axis).
     ``value_bits``: a bound the caller knows, |value| < 2**(value_bits - 1) (RESCALE of an
     8-bit input: 10), or ``value_range``: lo <= value <= hi (RESCALE of an 8- or 16-bit input
-    less a constant zero point); either allows a shorter exact form where it cannot overflow.
+    less a constant zero point, or of an int32 value whose range tosa_jax.ranges proved);
+    either allows a shorter exact form where it cannot overflow.
     """
     if is_host(value, multiplier, shift):
         host = _apply_scale_32_host(value, multiplier, shift, double_round)
@@ -331,6 +332,13 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
         narrow = _scale_32_narrow(value, multiplier, shift, double_round, value_range)
         if narrow is not None:
             return narrow
+        cuts = _pieces_plan(multiplier, shift, double_round, value_range)
+        if cuts is not None:
+            return _scale_32_pieces(value, multiplier, shift, double_round, cuts)
+    if fixed and not double_round:
+        offset = _split_plan(multiplier, shift, value_range or INT_RANGES["INT32"])
+        if offset is not None:
+            return _scale_32_split(value, multiplier, shift, offset)
     if fixed:
         fast = _scale_32_const(value, multiplier, shift, double_round)
         if fast is not None:
@@ -427,6 +435,145 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round
         return lax.add(a, lx(lax.shift_right_arithmetic, lx(lax.add, lx(lax.mul, value, ml), rnd),
                              s.astype(np.int32)))
     return None
+
+
+def _pieces_plan(multiplier: Array, shift: Array, double_round: bool,
+                 value_range: tuple[int, int], most: int = 4) -> list[int] | None:
+    """The bit positions 0 = u_0 < u_1 < ... < u_p = bits(max multiplier) that cut the
+    multipliers into the fewest pieces (at most ``most``) for which every step of
+    ``_scale_32_pieces`` provably stays in int32 for values in ``value_range``; None if none do
+    (negative multipliers, or shifts too small for the top cut)."""
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 1 or s.max() > 62:
+        return None
+    lo, hi = int(value_range[0]), int(value_range[1])
+    bits = max(int(m.max()).bit_length(), 1)
+    dr = double_round and int(s.max()) > 31
+    for p in range(1, min(most, bits) + 1):
+        width = -(-bits // p)
+        cuts = [min(width * j, bits) for j in range(p + 1)]
+        top = cuts[-2]
+        if len(set(cuts)) != p + 1 or top > int(s.min()) - 1 or (dr and top > 30):
+            continue
+        t: tuple[int, int] | None = None
+        for j in range(p):
+            piece = int(((m >> cuts[j]) & ((1 << (cuts[j + 1] - cuts[j])) - 1)).max())
+            t_lo, t_hi = min(lo * piece, 0), max(hi * piece, 0)  # value * piece
+            if t is not None:  # + the previous step, floor-shifted down to this piece
+                t_lo, t_hi = t_lo + (t[0] >> (cuts[j] - cuts[j - 1])), t_hi + (
+                    t[1] >> (cuts[j] - cuts[j - 1]))
+            if not _fits_i32(t_lo, t_hi):
+                break
+            t = (t_lo, t_hi)
+        else:
+            assert t is not None
+            pre = _pre_shift(s, top)
+            if dr and int((top + pre).max()) > 30:  # +-2**30 is no whole unit of the top
+                continue
+            a = int(pre.min())
+            rnd = np.left_shift(np.int64(1), s - 1 - top - pre)
+            d = int((np.int64(1) << (30 - top - pre)).max()) if dr else 0
+            if _fits_i32((t[0] >> a) + int(rnd.min()) - d, (t[1] >> a) + int(rnd.max()) + d):
+                return cuts
+    return None
+
+
+def _pre_shift(s: np.ndarray, top: int) -> np.ndarray:
+    """How far ``_scale_32_pieces`` shifts the top step down before rounding, so that the
+    round, 2**(shift - 1 - top - pre), stays below 2**31."""
+    return np.maximum(np.asarray(s).astype(np.int64) - top - 31, 0)
+
+
+def _scale_32_pieces(value: Array, multiplier: Array, shift: Array, double_round: bool,
+                     cuts: list[int]) -> Array:
+    """apply_scale_32 with constant scales by a cascade over pieces of the multiplier, for
+    values whose range ``_pieces_plan`` checked (the cuts it chose): 3 int32 operations a
+    piece, where the general form takes about 20 (an int32 accumulator of an int8
+    convolution: 3 pieces).
+
+    With m = sum_j m_j 2**u_j (m_j < 2**(u_{j+1} - u_j)), T_0 = value * m_0 and
+    T_j = value * m_j + (T_{j-1} >> (u_j - u_{j-1})) is floor(value * (m mod 2**u_{j+1}) /
+    2**u_j) (floor((X 2**a + Y) / 2**b) = floor((X + floor(Y / 2**a)) / 2**(b - a)) for
+    b >= a); then (value * m + r) >> shift = (T' + r / 2**v) >> (shift - v) for
+    r = 2**(shift - 1) (DOUBLE_ROUND: +-2**30 by the value's sign for shift > 31), where
+    T' = T_{p-1} >> (v - u_{p-1}), v = max(u_{p-1}, shift - 31) (the same identity: r / 2**v
+    is whole as v < shift, and v <= 30 for DOUBLE_ROUND, and below 2**31)."""
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    value = _broadcast_value(value, m, s)
+    t = None
+    for j in range(len(cuts) - 1):
+        piece = ((m >> cuts[j]) & ((1 << (cuts[j + 1] - cuts[j])) - 1)).astype(np.int32)
+        prod = lx(lax.mul, value, piece) if piece.any() else None
+        if t is None:
+            t = prod
+        else:
+            t = lx(lax.shift_right_arithmetic, t, np.int32(cuts[j] - cuts[j - 1]))
+            t = t if prod is None else lax.add(prod, t)
+    top = cuts[-2]
+    if t is None:  # every multiplier is 0: the result is r >> shift = 0
+        t = lx(lax.mul, value, np.int32(0))
+    pre = _pre_shift(s, top)
+    if pre.any():
+        t = lx(lax.shift_right_arithmetic, t, pre.astype(np.int32))
+    top_s = top + pre  # the units of t now (per channel)
+    if double_round and s.max() > 31:
+        sgn = lx(lax.shift_right_arithmetic, value, 31)  # -1 for negative values, else 0
+        pos = np.where(s > 31, np.left_shift(np.int64(1), np.maximum(30 - top_s, 0)), 0)
+        t = lax.add(t, lax.sub(lx(lax.bitwise_xor, sgn, pos.astype(np.int32)), sgn))  # +-pos
+    t = lx(lax.add, t, np.left_shift(np.int64(1), s - 1 - top_s).astype(np.int32))
+    return lx(lax.shift_right_arithmetic, t, (s - top_s).astype(np.int32))
+
+
+def _split_plan(multiplier: Array, shift: Array, value_range: tuple[int, int]) -> int | None:
+    """The offset L (a multiple of 2**16) for which ``_scale_32_split`` is exact on values in
+    ``value_range``: its middle sum X less L spans less than 2**32 and its top steps fit int32;
+    None where that fails (or for shifts outside 33..62, negative multipliers)."""
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 33 or s.max() > 62:
+        return None
+    vh_lo, vh_hi = int(value_range[0]) >> 16, int(value_range[1]) >> 16
+    mh, ml = int((m >> 16).max()), int((m & 0xFFFF).max())
+    x_lo = min(vh_lo * ml, 0)
+    x_hi = max(vh_hi * ml, 0) + 0xFFFF * mh + 0xFFFF
+    offset = (x_lo >> 16) << 16
+    if x_hi - offset >= 1 << 32:
+        return None
+    top_lo = min(vh_lo * mh, 0) + (x_lo >> 16)
+    top_hi = max(vh_hi * mh, 0) + (x_hi >> 16) + int((np.int64(1) << (s - 33)).max())
+    return offset if _fits_i32(top_lo, top_hi) and _fits_i32(offset, offset) else None
+
+
+def _scale_32_split(value: Array, multiplier: Array, shift: Array, offset: int) -> Array:
+    """apply_scale_32 (SINGLE_ROUND, 33 <= shift <= 62, constant scales) in 14 int32
+    operations, for values whose range ``_split_plan`` checked (any int32 value for many
+    multipliers; an int32 sum of two rescaled int8 values always).
+
+    value = vh 2**16 + vl, m = mh 2**16 + ml (vl, ml in [0, 2**16)): value * m =
+    vh mh 2**32 + X' 2**16 + vl ml with X' = vh ml + vl mh. Y = vl ml < 2**32 is exact as the
+    bits of an int32 product, and floor(Y / 2**16) its logical shift; X = X' + floor(Y / 2**16)
+    spans less than 2**32 above ``offset``, so floor(X / 2**16) = ((X - offset) >>> 16) +
+    offset / 2**16 from wrapping int32 sums; and as the round 2**(shift - 1) is a whole multiple
+    of 2**32, (value m + round) >> shift = (vh mh + floor(X / 2**16) + 2**(shift - 33)) >>
+    (shift - 32) (floor((A 2**a + B) / 2**b) = floor((A + floor(B / 2**a)) / 2**(b - a)))."""
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    value = _broadcast_value(value, m, s)
+    mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
+    if mh.ndim:
+        mh = lax_const(mh, value)  # one broadcast, used twice
+    if ml.ndim:
+        ml = lax_const(ml, value)
+    vh = lx(lax.shift_right_arithmetic, value, np.int32(16))
+    vl = lx(lax.bitwise_and, value, np.int32(0xFFFF))
+    y = lx(lax.shift_right_logical, lx(lax.mul, vl, ml), np.int32(16))
+    x = lax.add(lax.add(lx(lax.mul, vh, ml), lx(lax.mul, vl, mh)), y)
+    z = lx(lax.shift_right_logical, lx(lax.sub, x, np.int32(offset)), np.int32(16))
+    rnd = ((np.int64(1) << (s - 33)) + (offset >> 16)).astype(np.int32)
+    top = lx(lax.add, lax.add(lx(lax.mul, vh, mh), z), rnd)
+    return lx(lax.shift_right_arithmetic, top, (s - 32).astype(np.int32))
 
 
 def _fits_i32(lo: int, hi: int) -> bool:

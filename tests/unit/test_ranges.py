@@ -1,0 +1,223 @@
+"""Proven value ranges (tosa_jax.ranges) and the RESCALE form they allow (numerics'
+multiplier-piece cascade).
+
+Soundness: on the fixture networks and on a graph of every modelled operator, with random and
+extreme inputs, every intermediate tensor lies in its proven range. Exactness: the piece
+cascade against the spec's apply_scale_32 evaluated in numpy int64 (|value * multiplier| <
+2**62), densely over random ranges, multipliers, shifts and rounding modes and exhaustively
+over whole ranges, with x64 off and on; the networks against the reference model are in
+tests/test_networks.py.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import tosa_jax
+import tosa_jax.lowering.numerics as nx
+from tosa_jax.ir import GraphBuilder
+from tosa_jax.ranges import block_ranges
+from tosa_jax.testing.reference import check_exact
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+def spec_scale_32(value: np.ndarray, m: np.ndarray, s: np.ndarray, dr: bool) -> np.ndarray:
+    """apply_scale_32 in int64 (exact: |value * m| < 2**62, the round below 2**62), then
+    static_cast<int32_t>."""
+    v, m, s = (np.asarray(a).astype(np.int64) for a in (value, m, s))
+    rnd = np.left_shift(np.int64(1), s - 1)
+    if dr:
+        rnd = rnd + np.where(s > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
+    return ((v * m + rnd) >> s).astype(np.int32)
+
+
+def _pieces(value: np.ndarray, m: np.ndarray, s: np.ndarray, dr: bool,
+            value_range: tuple[int, int]) -> tuple[np.ndarray, int] | None:
+    cuts = nx._pieces_plan(m, s, dr, value_range)
+    if cuts is None:
+        return None
+    outs = []
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            outs.append(np.asarray(jax.jit(
+                lambda v: nx._scale_32_pieces(v, m, s, dr, cuts))(value)))
+    assert outs[0].dtype == outs[1].dtype == np.int32
+    np.testing.assert_array_equal(outs[0], outs[1])
+    return outs[0], len(cuts) - 1
+
+
+def test_pieces_dense_random() -> None:
+    rng = np.random.default_rng(11)
+    used: dict[int, int] = {}
+    for _ in range(250):
+        k = int(rng.integers(1, 31))
+        lo, hi = -int(rng.integers(0, 2**k + 1)), int(rng.integers(0, 2**k))
+        if rng.random() < 0.4:
+            lo, hi = -(2**k), 2**k - 1
+        c = int(rng.integers(1, 6))
+        m = rng.integers(0, 2**31, c)
+        m[0] = rng.choice([0, 1, 2**31 - 1, 2**30, 65535, 65536, m[0]])
+        s = rng.integers(2, 63, c) if rng.random() < 0.5 else np.full(c, rng.integers(2, 63))
+        dr = bool(rng.random() < 0.3)
+        v = np.concatenate([[lo, hi, 0, max(lo, -1), min(hi, 1)],
+                            rng.integers(lo, hi + 1, 300)])
+        value = np.repeat(v[:, None], c, 1).astype(np.int32)
+        got = _pieces(value, m.astype(np.int32), s.astype(np.int32), dr, (lo, hi))
+        if got is None:
+            continue
+        np.testing.assert_array_equal(got[0], spec_scale_32(value, m, s, dr),
+                                      err_msg=f"{lo, hi, m, s, dr}")
+        used[got[1]] = used.get(got[1], 0) + 1
+    assert sorted(used) == [1, 2, 3, 4], used  # every cascade length was exercised
+
+
+@pytest.mark.parametrize("k", [9, 16, 20])
+@pytest.mark.parametrize("dr", [False, True])
+def test_pieces_exhaustive(k: int, dr: bool) -> None:
+    """Every value of [-2**k, 2**k - 1] (an int8 convolution's accumulator has k ~ 20), for
+    per-channel multipliers at the edges and shifts as ExecuTorch's graphs use them."""
+    value = np.arange(-(2**k), 2**k, dtype=np.int32)
+    m = np.array([2**31 - 1, 2**30, 1518500250, 1073741823 | 1], np.int32)
+    s = np.array([38, 33, 50, 40], np.int32)
+    for c in range(4):
+        got = _pieces(value, m[c], s[c], dr, (-(2**k), 2**k - 1))
+        assert got is not None, (k, m[c], s[c])
+        np.testing.assert_array_equal(got[0], spec_scale_32(value, m[c], s[c], dr))
+
+
+def test_split_dense_random() -> None:
+    """The 14-operation form for shifts 33..62: random ranges up to the whole int32 range,
+    values at the ends, around 0 and at the 2**16 steps of the split."""
+    rng = np.random.default_rng(4)
+    planned = 0
+    for _ in range(300):
+        k = int(rng.integers(1, 32))
+        lo, hi = -int(rng.integers(0, 2**k + 1)), int(rng.integers(0, 2**k))
+        if rng.random() < 0.4:
+            lo, hi = -(2**k), 2**k - 1
+        lo, hi = max(lo, -(2**31)), min(hi, 2**31 - 1)
+        c = int(rng.integers(1, 5))
+        m = rng.integers(0, 2**31, c)
+        m[0] = rng.choice([0, 1, 2**31 - 1, 2**30, 65535, 65536, m[0]])
+        s = rng.integers(33, 63, c)
+        offset = nx._split_plan(m.astype(np.int32), s.astype(np.int32), (lo, hi))
+        if offset is None:
+            continue
+        steps = np.arange(lo >> 16, (hi >> 16) + 1, max(1, ((hi >> 16) - (lo >> 16)) // 50))
+        v = np.concatenate([[lo, hi, 0, -1, 1], steps << 16, (steps << 16) - 1,
+                            (steps << 16) + 65535, rng.integers(lo, hi + 1, 300)])
+        value = np.repeat(np.clip(v, lo, hi)[:, None], c, 1).astype(np.int32)
+        for x64 in (False, True):
+            with jax.enable_x64(x64):
+                got = np.asarray(jax.jit(partial(
+                    nx._scale_32_split, multiplier=m.astype(np.int32),
+                    shift=s.astype(np.int32), offset=offset))(value))
+            assert got.dtype == np.int32
+            np.testing.assert_array_equal(got, spec_scale_32(value, m, s, False),
+                                          err_msg=f"{lo, hi, m, s}")
+        planned += 1
+    assert planned > 250
+
+
+def test_apply_scale_32_takes_the_cascade() -> None:
+    """An int32 value of proven range [-2**20, 2**20]: 3 pieces, 9 operations, where the
+    general constant-scale form takes about 20."""
+    v = jax.ShapeDtypeStruct((8,), np.int32)
+    jaxpr = jax.make_jaxpr(lambda x: nx.apply_scale_32(
+        x, np.int32(1518500250), np.int32(38), value_range=(-(2**20), 2**20)))(v)
+    full = jax.make_jaxpr(lambda x: nx.apply_scale_32(x, np.int32(1518500250), np.int32(38)))(v)
+    assert len(jaxpr.eqns) <= 9 < len(full.eqns)
+
+
+def _extreme_inputs(model: tosa_jax.Model, seed: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    runs = []
+    for kind in ("random", "ends", "min", "max"):
+        xs = []
+        for spec in model.inputs:
+            lo, hi = np.iinfo(spec.np_dtype).min, np.iinfo(spec.np_dtype).max
+            if kind == "random":
+                x = rng.integers(lo, hi, spec.shape, endpoint=True)
+            elif kind == "ends":
+                x = rng.choice([lo, hi], spec.shape)
+            else:
+                x = np.full(spec.shape, lo if kind == "min" else hi)
+            xs.append(x.astype(spec.np_dtype))
+        runs.append(xs)
+    return runs
+
+
+def _check_sound(model: tosa_jax.Model, seed: int = 0) -> int:
+    ranges = block_ranges(model.graph.main)
+    checked = 0
+    for xs in _extreme_inputs(model, seed):
+        for name, value in model.intermediates(*xs).items():
+            if name in ranges and np.asarray(value).size:
+                lo, hi = ranges[name]
+                v = np.asarray(value)
+                assert lo <= v.min() and v.max() <= hi, (name, (lo, hi), (v.min(), v.max()))
+                checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("name", ["cnn_int8", "mlp_attn_int8"])
+def test_ranges_hold_on_networks(name: str) -> None:
+    model = tosa_jax.load(FIXTURES / f"{name}.tosa", cache=False)
+    ranges = block_ranges(model.graph.main)
+    computed = [n for n, t in model.graph.main.tensors.items()
+                if n in ranges and t.data is None and t.dtype == "INT32"]
+    assert computed, "no int32 range proven: the test would prove nothing"
+    assert _check_sound(model) > len(computed)
+
+
+def _modelled_ops_graph() -> tuple[GraphBuilder, list[str]]:
+    """MUL (with and without shift), SUB, CLAMP, MAXIMUM, CONCAT, TABLE, MATMUL, RESCALE
+    (per-channel, DOUBLE_ROUND), REDUCE_SUM on int8/int16 inputs."""
+    rng = np.random.default_rng(5)
+    b = GraphBuilder()
+    a = b.input("a", (2, 6), "INT8")
+    c = b.input("c", (2, 6), "INT16")
+    wide = b.op("RESCALE", [a, b.const([1 << 30] * 6, "INT32"), b.const([20] * 6, "INT8"),
+                            b.const([-3], "INT8"), b.const([0], "INT32")],
+                (2, 6), "INT32", scale32=True, rounding_mode="DOUBLE_ROUND", per_channel=True,
+                input_unsigned=False, output_unsigned=False)
+    c32 = b.op("MUL", [a, a, b.const([0], "INT8")], (2, 6), "INT32")
+    prod = b.op("MUL", [wide, c32, b.const([9], "INT8")], (2, 6), "INT32")
+    diff = b.op("SUB", [prod, wide], (2, 6), "INT32")
+    clamped = b.op("CLAMP", [c], (2, 6), "INT16", min_val=np.int16(-100),
+                   max_val=np.int16(3000), nan_mode="PROPAGATE")
+    big = b.op("MAXIMUM", [b.op("MUL", [clamped, c, b.const([0], "INT8")], (2, 6), "INT32"),
+                           diff], (2, 6), "INT32", nan_mode="PROPAGATE")
+    joined = b.op("CONCAT", [big, diff], (4, 6), "INT32", axis=0)
+    total = b.op("REDUCE_SUM", [joined], (1, 6), "INT32", axis=0)
+    table = b.op("TABLE", [a, b.const(rng.integers(-50, 90, 256), "INT8")], (2, 6), "INT8")
+    mm = b.op("MATMUL", [b.op("RESHAPE", [table, b.const([1, 2, 6], "SHAPE")], (1, 2, 6), "INT8"),
+                         b.op("RESHAPE", [a, b.const([1, 6, 2], "SHAPE")], (1, 6, 2), "INT8"),
+                         b.const([3], "INT8"), b.const([-1], "INT8")], (1, 2, 2), "INT32")
+    out = b.op("RESCALE", [total, b.const([1860396431] * 6, "INT32"),
+                           b.const([41, 39, 38, 45, 50, 40], "INT8"), b.const([0], "INT32"),
+                           b.const([-4], "INT8")], (1, 6), "INT8", scale32=True,
+               rounding_mode="SINGLE_ROUND", per_channel=True, input_unsigned=False,
+               output_unsigned=False)
+    return b, [out, mm, joined, table]
+
+
+def test_ranges_hold_on_every_modelled_operator(reference) -> None:
+    b, outs = _modelled_ops_graph()
+    graph = b.build(outs)
+    model = tosa_jax.load(graph, cache=False)
+    ranges = block_ranges(graph.main)
+    produced = {op.op for op in graph.main.operators if op.outputs[0] in ranges}
+    assert {"RESCALE", "MUL", "SUB", "CLAMP", "MAXIMUM", "CONCAT", "REDUCE_SUM", "TABLE",
+            "MATMUL", "RESHAPE"} <= produced, produced
+    assert _check_sound(model, seed=1) > 20
+    rng = np.random.default_rng(2)
+    check_exact(reference, graph, inputs={
+        "a": rng.integers(-128, 128, (2, 6)).astype(np.int8),
+        "c": rng.integers(-32768, 32768, (2, 6)).astype(np.int16)})

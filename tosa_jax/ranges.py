@@ -1,0 +1,219 @@
+"""Value ranges of a block's integer tensors, proven before tracing: every element of tensor
+``t`` lies in ``ranges[t] = (lo, hi)``.
+
+Interval arithmetic on the IR, from the element types, the constants and what each operator
+can compute: RESCALE is monotone in its value (non-negative multipliers), an int32 sum or
+product whose interval fits int32 cannot wrap, a convolution's accumulator is bounded by the
+sum of its weights' magnitudes times the largest input magnitude, data layout keeps values.
+A tensor without an entry holds any value of its type (its inputs, variables, operators not
+modelled here, and every interval that would leave int32). Used by the lowerings to choose
+shorter exact arithmetic (RESCALE of an int32 accumulator: numerics.apply_scale_32).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tosa_jax.ir import INT_BITS, INT_RANGES, Block, Operator
+
+Range = tuple[int, int]
+I32 = INT_RANGES["INT32"]
+
+
+def _fits(r: Range, dtype: str) -> bool:
+    lo, hi = INT_RANGES[dtype]
+    return lo <= r[0] and r[1] <= hi
+
+
+def _const(block: Block, name: str) -> np.ndarray | None:
+    data = block.tensors[name].data
+    return None if data is None else np.asarray(data).astype(np.int64)
+
+
+def _scalar(block: Block, name: str) -> int | None:
+    data = _const(block, name)
+    return None if data is None or data.size == 0 else int(data.reshape(-1)[0])
+
+
+def _spec_scale(value: int, m: int, s: int, scale32: bool, double_round: bool) -> int:
+    """apply_scale_32 / apply_scale_16 on Python integers, before the cast to int32."""
+    rnd = 1 << (s - 1)
+    if scale32 and double_round and s > 31:
+        rnd += (1 << 30) if value >= 0 else -(1 << 30)
+    return (value * m + rnd) >> s
+
+
+def _rescale(block: Block, op: Operator, r: list[Range]) -> Range | None:
+    a = op.attrs
+    in_t, out_t = block.tensors[op.inputs[0]].dtype, block.tensors[op.outputs[0]].dtype
+    m, s = _const(block, op.inputs[1]), _const(block, op.inputs[2])
+    izp, ozp = _scalar(block, op.inputs[3]), _scalar(block, op.inputs[4])
+    if (m is None or s is None or izp is None or ozp is None or a["output_unsigned"]
+            or out_t not in INT_RANGES or m.size == 0):
+        return None
+    if a["scale32"]:
+        m = m.astype(np.int32).astype(np.int64)
+    else:
+        m = m.astype(np.int16).astype(np.int64)
+    s = s.astype(np.int8).astype(np.int64)
+    if m.min() < 0 or s.min() < 2 or s.max() > 62:  # REQUIREs: leave such graphs alone
+        return None
+    if a["input_unsigned"]:
+        mask = (1 << INT_BITS[in_t]) - 1
+        lo, hi, izp = 0, mask, izp & mask
+    else:
+        lo, hi = r[0]
+    dr = a["rounding_mode"] == "DOUBLE_ROUND"
+    # monotone non-decreasing in the value: the extremes are at the ends, over every channel
+    ends = [_spec_scale(v, int(mm), int(ss), a["scale32"], dr)
+            for v in (lo - izp, hi - izp) for mm, ss in zip(m.reshape(-1), s.reshape(-1))]
+    if not _fits((min(ends), max(ends)), "INT32"):  # static_cast<int32_t> would wrap
+        return None
+    out_lo, out_hi = INT_RANGES[out_t]
+    return (min(max(min(ends) + ozp, out_lo), out_hi), max(min(max(ends) + ozp, out_hi), out_lo))
+
+
+def _add(block: Block, op: Operator, r: list[Range]) -> Range:
+    return (r[0][0] + r[1][0], r[0][1] + r[1][1])
+
+
+def _sub(block: Block, op: Operator, r: list[Range]) -> Range:
+    return (r[0][0] - r[1][1], r[0][1] - r[1][0])
+
+
+def _products(a: Range, b: Range) -> Range:
+    p = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
+    return min(p), max(p)
+
+
+def _mul(block: Block, op: Operator, r: list[Range]) -> Range | None:
+    shift = _scalar(block, op.inputs[2]) or 0
+    lo, hi = _products(r[0], r[1])
+    if shift <= 0:
+        return lo, hi
+    if shift > 62:
+        return None
+    # (a * b + (1 << (shift - 1))) >> shift: monotone in the product
+    return (lo + (1 << (shift - 1))) >> shift, (hi + (1 << (shift - 1))) >> shift
+
+
+def _accumulator(block: Block, op: Operator, r: list[Range], weight_taps: Callable[
+        [np.ndarray], np.ndarray]) -> Range | None:
+    """A convolution's int32 accumulator: sum of (x - x_zp)(w - w_zp) over one output's taps,
+    plus the bias; bounded by max |x - x_zp| times the largest per-output sum of |w - w_zp|."""
+    w, bias = _const(block, op.inputs[1]), _const(block, op.inputs[2])
+    xzp, wzp = _scalar(block, op.inputs[3]), _scalar(block, op.inputs[4])
+    if w is None or bias is None or xzp is None or wzp is None or w.size == 0:
+        return None
+    x = max(abs(r[0][0] - xzp), abs(r[0][1] - xzp))
+    bound = int(weight_taps(np.abs(w - wzp)).max()) * x
+    if bound > I32[1]:  # a partial sum could wrap (a REQUIRE failure): no range
+        return None
+    b_lo, b_hi = (int(bias.min()), int(bias.max())) if bias.size else (0, 0)
+    return b_lo - bound, b_hi + bound
+
+
+def _conv(block: Block, op: Operator, r: list[Range]) -> Range | None:
+    # CONV2D / CONV3D / TRANSPOSE_CONV2D weights: [OC, ..., IC]
+    return _accumulator(block, op, r, lambda w: w.reshape(w.shape[0], -1).sum(axis=1))
+
+
+def _depthwise(block: Block, op: Operator, r: list[Range]) -> Range | None:
+    # DEPTHWISE_CONV2D weights: [KH, KW, C, M]: output channel (c, m) sums over KH, KW
+    return _accumulator(block, op, r, lambda w: w.reshape(-1, w.shape[2] * w.shape[3]).sum(0))
+
+
+def _matmul(block: Block, op: Operator, r: list[Range]) -> Range | None:
+    azp, bzp = _scalar(block, op.inputs[2]), _scalar(block, op.inputs[3])
+    if azp is None or bzp is None:
+        return None
+    c = block.tensors[op.inputs[0]].shape[-1]
+    lo, hi = _products((r[0][0] - azp, r[0][1] - azp), (r[1][0] - bzp, r[1][1] - bzp))
+    return c * min(lo, 0), c * max(hi, 0)
+
+
+def _reduce_sum(block: Block, op: Operator, r: list[Range]) -> Range:
+    n = block.tensors[op.inputs[0]].shape[op.attrs["axis"]]
+    return n * r[0][0], n * r[0][1]
+
+
+def _clamp(block: Block, op: Operator, r: list[Range]) -> Range:
+    lo, hi = int(np.asarray(op.attrs["min_val"])), int(np.asarray(op.attrs["max_val"]))
+    return min(max(r[0][0], lo), hi), min(max(r[0][1], lo), hi)
+
+
+def _table(block: Block, op: Operator, r: list[Range]) -> Range | None:
+    table = _const(block, op.inputs[1])
+    if table is None or block.tensors[op.inputs[0]].dtype != "INT8" or table.size == 0:
+        return None
+    return int(table.min()), int(table.max())
+
+
+def _same(block: Block, op: Operator, r: list[Range]) -> Range:
+    return r[0]
+
+
+def _union(block: Block, op: Operator, r: list[Range]) -> Range:
+    return min(x[0] for x in r), max(x[1] for x in r)
+
+
+def _maximum(block: Block, op: Operator, r: list[Range]) -> Range:
+    return max(r[0][0], r[1][0]), max(r[0][1], r[1][1])
+
+
+def _minimum(block: Block, op: Operator, r: list[Range]) -> Range:
+    return min(r[0][0], r[1][0]), min(r[0][1], r[1][1])
+
+
+# operator -> (which inputs' ranges it reads, its output's range from them)
+RULES: dict[str, tuple[tuple[int, ...] | None, Callable[..., Any]]] = {
+    "RESCALE": ((0,), _rescale), "ADD": ((0, 1), _add), "SUB": ((0, 1), _sub),
+    "MUL": ((0, 1), _mul), "CONV2D": ((0,), _conv), "CONV3D": ((0,), _conv),
+    "TRANSPOSE_CONV2D": ((0,), _conv), "DEPTHWISE_CONV2D": ((0,), _depthwise),
+    "MATMUL": ((0, 1), _matmul), "REDUCE_SUM": ((0,), _reduce_sum), "CLAMP": ((0,), _clamp),
+    "TABLE": ((0,), _table), "MAXIMUM": ((0, 1), _maximum), "MINIMUM": ((0, 1), _minimum),
+    "RESHAPE": ((0,), _same), "TRANSPOSE": ((0,), _same), "SLICE": ((0,), _same),
+    "TILE": ((0,), _same), "REVERSE": ((0,), _same), "IDENTITY": ((0,), _same),
+    "CONCAT": (None, _union),
+}
+
+
+def block_ranges(block: Block) -> dict[str, Range]:
+    """The proven range of each integer tensor of ``block`` whose range is narrower than its
+    type's (constants: their values), by name."""
+    ranges: dict[str, Range] = {}
+
+    def get(name: str) -> Range | None:
+        if name in ranges:
+            return ranges[name]
+        t = block.tensors[name]
+        return INT_RANGES.get(t.dtype) if not t.variable else None
+
+    for name, t in block.tensors.items():
+        if t.data is not None and t.dtype in INT_RANGES and not t.variable:
+            data = np.asarray(t.data)
+            if data.size and data.dtype.kind in "iu":
+                ranges[name] = (int(data.min()), int(data.max()))
+    for op in block.operators:
+        rule = RULES.get(op.op)
+        if rule is None or len(op.outputs) != 1:
+            continue
+        out = block.tensors[op.outputs[0]]
+        if out.dtype not in INT_RANGES or out.variable or out.data is not None:
+            continue
+        which, fn = rule
+        names = op.inputs if which is None else [op.inputs[i] for i in which]
+        rs = [get(n) for n in names]
+        if any(x is None for x in rs) or any(block.tensors[n].dtype not in INT_RANGES
+                                             for n in names):
+            continue
+        try:
+            r = fn(block, op, rs)
+        except (KeyError, IndexError, ValueError, TypeError):
+            r = None  # a malformed operator: profiles/ refuses it; no range here
+        if r is not None and r[0] <= r[1] and _fits(r, out.dtype):
+            ranges[op.outputs[0]] = (int(r[0]), int(r[1]))
+    return ranges
