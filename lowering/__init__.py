@@ -44,11 +44,18 @@ class Node:
     inputs: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
     location: str | None = None
-    # Per input: the (lo, hi) its values are proven to lie in (tosa_jax.ranges), or None.
-    ranges: tuple[tuple[int, int] | None, ...] = ()
+    # The proven value ranges of the block (tosa_jax.ranges.BlockRanges), if known.
+    ranges: Any = None
     # Control-flow and variable operators only (see the module docstring).
     run_block: BlockRunner | None = None
     state: dict[str, Any] = field(default_factory=dict)
+
+    def input_range(self, index: int) -> tuple[int, int] | None:
+        """The range input ``index``'s values are proven to lie in, or None (then any value
+        of its type)."""
+        if self.ranges is None or index >= len(self.inputs):
+            return None
+        return self.ranges.get(self.inputs[index].name)
 
     @property
     def out(self) -> Tensor:

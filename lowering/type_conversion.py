@@ -90,7 +90,7 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         narrow = 10 if in_t in ("INT8", "INT4") else 32  # |value - zp| <= 255 for 8 bits
         result = (apply_scale_32(value, multiplier, shift, rounding_mode == "DOUBLE_ROUND",
                                  value_bits=narrow, value_range=_value_range(
-                                     in_t, in_zp, input_unsigned, node.ranges[:1]))
+                                     in_t, in_zp, input_unsigned, node.input_range(0)))
                   if scale32 else apply_scale_16(wide(value), multiplier, shift))
 
     if not isinstance(out_zp, int) or out_zp:
@@ -107,7 +107,7 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
 
 
 def _value_range(in_t: str, in_zp: Any, input_unsigned: bool,
-                 proven: tuple[tuple[int, int] | None, ...] = ()) -> tuple[int, int] | None:
+                 proven: tuple[int, int] | None = None) -> tuple[int, int] | None:
     """The range of RESCALE's value - input_zp for a constant zero point (apply_scale_32 then
     takes a shorter exact form): the input type's range, or the narrower range ``proven`` for
     the input (tosa_jax.ranges: an int32 accumulator, say); None where neither is known."""
@@ -115,8 +115,8 @@ def _value_range(in_t: str, in_zp: Any, input_unsigned: bool,
         return None
     if input_unsigned:
         lo, hi = 0, (1 << INT_BITS[in_t]) - 1
-    elif proven and proven[0] is not None:
-        lo, hi = proven[0]
+    elif proven is not None:
+        lo, hi = proven
     elif in_t == "INT32":
         return None
     else:

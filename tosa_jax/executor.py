@@ -32,7 +32,7 @@ from tosa_jax.ir import (
 from tosa_jax.layout import Laid
 from tosa_jax.lowering import LOWERINGS, Node, WithState
 from tosa_jax.lowering.numerics import DEVICE_DTYPES, fusion_boundary
-from tosa_jax.ranges import block_ranges
+from tosa_jax.ranges import BlockRanges
 
 # Operators that run blocks (EXT-CONTROLFLOW) or touch variables (EXT-VARIABLE). They are never
 # evaluated eagerly as constants: their results may depend on the variable state, and their
@@ -265,13 +265,13 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
         return run_block(graph, graph.block(name), sub_args, sub_state)
 
     shared = _shared(block)
-    ranges = block_ranges(block)
+    ranges = BlockRanges(block)
     for i, op in enumerate(block.operators):
         where = _where(op, i, block)
         stateful = op.op in STATEFUL_OPS
         node = Node(op.op, tuple(block.tensors[n] for n in op.inputs),
                     tuple(block.tensors[n] for n in op.outputs), op.location,
-                    tuple(ranges.get(n) for n in op.inputs),
+                    ranges,
                     **({"run_block": run, "state": dict(state)} if stateful else {}))
         if lazy and op.op in layout.OPS:
             laid = layout.step(op, node, [state[keys[n]] if n in keys else env[n]

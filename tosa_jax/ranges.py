@@ -68,8 +68,16 @@ def _rescale(block: Block, op: Operator, r: list[Range]) -> Range | None:
         lo, hi = r[0]
     dr = a["rounding_mode"] == "DOUBLE_ROUND"
     # monotone non-decreasing in the value: the extremes are at the ends, over every channel
-    ends = [_spec_scale(v, int(mm), int(ss), a["scale32"], dr)
-            for v in (lo - izp, hi - izp) for mm, ss in zip(m.reshape(-1), s.reshape(-1))]
+    pairs = np.stack(np.broadcast_arrays(m.reshape(-1), s.reshape(-1)), axis=1)
+    if max(abs(lo - izp), abs(hi - izp)) < 1 << 32:  # int64 is exact: |v m| < 2**63 - round
+        v = np.array([[lo - izp], [hi - izp]], np.int64)
+        rnd = np.left_shift(np.int64(1), pairs[:, 1] - 1)
+        if a["scale32"] and dr:
+            rnd = rnd + np.where(pairs[:, 1] > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
+        ends = [int(e) for e in ((v * pairs[:, 0] + rnd) >> pairs[:, 1]).reshape(-1)]
+    else:
+        ends = [_spec_scale(v, int(mm), int(ss), a["scale32"], dr)
+                for v in (lo - izp, hi - izp) for mm, ss in pairs]
     if not _fits((min(ends), max(ends)), "INT32"):  # static_cast<int32_t> would wrap
         return None
     out_lo, out_hi = INT_RANGES[out_t]
@@ -104,12 +112,15 @@ def _accumulator(block: Block, op: Operator, r: list[Range], weight_taps: Callab
         [np.ndarray], np.ndarray]) -> Range | None:
     """A convolution's int32 accumulator: sum of (x - x_zp)(w - w_zp) over one output's taps,
     plus the bias; bounded by max |x - x_zp| times the largest per-output sum of |w - w_zp|."""
-    w, bias = _const(block, op.inputs[1]), _const(block, op.inputs[2])
+    w, bias = block.tensors[op.inputs[1]].data, _const(block, op.inputs[2])
     xzp, wzp = _scalar(block, op.inputs[3]), _scalar(block, op.inputs[4])
-    if w is None or bias is None or xzp is None or wzp is None or w.size == 0:
+    if w is None or bias is None or xzp is None or wzp is None or np.size(w) == 0:
+        return None
+    if np.asarray(w).dtype.kind not in "iu":
         return None
     x = max(abs(r[0][0] - xzp), abs(r[0][1] - xzp))
-    bound = int(weight_taps(np.abs(w - wzp)).max()) * x
+    magnitude = np.abs(np.asarray(w).astype(np.int32) - np.int32(wzp))  # int8/int16 weights
+    bound = int(weight_taps(magnitude).max()) * x
     if bound > I32[1]:  # a partial sum could wrap (a REQUIRE failure): no range
         return None
     b_lo, b_hi = (int(bias.min()), int(bias.max())) if bias.size else (0, 0)
@@ -118,12 +129,14 @@ def _accumulator(block: Block, op: Operator, r: list[Range], weight_taps: Callab
 
 def _conv(block: Block, op: Operator, r: list[Range]) -> Range | None:
     # CONV2D / CONV3D / TRANSPOSE_CONV2D weights: [OC, ..., IC]
-    return _accumulator(block, op, r, lambda w: w.reshape(w.shape[0], -1).sum(axis=1))
+    return _accumulator(block, op, r,
+                        lambda w: w.reshape(w.shape[0], -1).sum(axis=1, dtype=np.int64))
 
 
 def _depthwise(block: Block, op: Operator, r: list[Range]) -> Range | None:
     # DEPTHWISE_CONV2D weights: [KH, KW, C, M]: output channel (c, m) sums over KH, KW
-    return _accumulator(block, op, r, lambda w: w.reshape(-1, w.shape[2] * w.shape[3]).sum(0))
+    return _accumulator(block, op, r, lambda w: w.reshape(-1, w.shape[2] * w.shape[3]).sum(
+        axis=0, dtype=np.int64))
 
 
 def _matmul(block: Block, op: Operator, r: list[Range]) -> Range | None:
@@ -181,39 +194,73 @@ RULES: dict[str, tuple[tuple[int, ...] | None, Callable[..., Any]]] = {
 }
 
 
-def block_ranges(block: Block) -> dict[str, Range]:
-    """The proven range of each integer tensor of ``block`` whose range is narrower than its
-    type's (constants: their values), by name."""
-    ranges: dict[str, Range] = {}
+class BlockRanges:
+    """The proven ranges of one block's tensors, each worked out when first asked for (with
+    those it depends on, and no others): a lowering asks for its inputs' ranges while the
+    block is traced (``Node.input_range``)."""
 
-    def get(name: str) -> Range | None:
-        if name in ranges:
-            return ranges[name]
-        t = block.tensors[name]
-        return INT_RANGES.get(t.dtype) if not t.variable else None
+    def __init__(self, block: Block) -> None:
+        self.block = block
+        self._known: dict[str, Range | None] = {}
+        self._producers: dict[str, Operator] | None = None
 
-    for name, t in block.tensors.items():
-        if t.data is not None and t.dtype in INT_RANGES and not t.variable:
-            data = np.asarray(t.data)
-            if data.size and data.dtype.kind in "iu":
-                ranges[name] = (int(data.min()), int(data.max()))
-    for op in block.operators:
+    def _producer(self, name: str) -> Operator | None:
+        if self._producers is None:
+            self._producers = {o: op for op in self.block.operators for o in op.outputs}
+        return self._producers.get(name)
+
+    def _reads(self, op: Operator) -> list[str] | None:
+        """The inputs whose ranges decide ``op``'s, or None when ``op`` is not modelled."""
         rule = RULES.get(op.op)
         if rule is None or len(op.outputs) != 1:
-            continue
-        out = block.tensors[op.outputs[0]]
-        if out.dtype not in INT_RANGES or out.variable or out.data is not None:
-            continue
-        which, fn = rule
-        names = op.inputs if which is None else [op.inputs[i] for i in which]
-        rs = [get(n) for n in names]
-        if any(x is None for x in rs) or any(block.tensors[n].dtype not in INT_RANGES
-                                             for n in names):
-            continue
+            return None
+        which = rule[0]
+        names = list(op.inputs) if which is None else [op.inputs[i] for i in which]
+        if any(self.block.tensors[n].dtype not in INT_RANGES for n in names):
+            return None
+        return names
+
+    def get(self, name: str) -> Range | None:
+        """The proven range of tensor ``name``, or None where nothing narrower than its type
+        is known (or it is not an integer tensor)."""
+        stack = [name]
+        while stack:  # depth-first without recursion: chains run thousands of operators deep
+            n = stack[-1]
+            if n in self._known:
+                stack.pop()
+                continue
+            op = self._producer(n)
+            reads = self._reads(op) if op is not None else None
+            pending = [r for r in reads or () if r not in self._known]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            self._known[n] = self._derive(n, op, reads)
+        return self._known[name]
+
+    def _derive(self, name: str, op: Operator | None, reads: list[str] | None) -> Range | None:
+        t = self.block.tensors[name]
+        if t.dtype not in INT_RANGES or t.variable:
+            return None
+        if t.data is not None:
+            data = np.asarray(t.data)
+            if data.size and data.dtype.kind in "iu":
+                return int(data.min()), int(data.max())
+            return None
+        if op is None or reads is None:
+            return None
+        rs = [self._known[n] or INT_RANGES[self.block.tensors[n].dtype] for n in reads]
         try:
-            r = fn(block, op, rs)
+            r = RULES[op.op][1](self.block, op, rs)
         except (KeyError, IndexError, ValueError, TypeError):
             r = None  # a malformed operator: profiles/ refuses it; no range here
-        if r is not None and r[0] <= r[1] and _fits(r, out.dtype):
-            ranges[op.outputs[0]] = (int(r[0]), int(r[1]))
-    return ranges
+        if r is None or r[0] > r[1] or not _fits(r, t.dtype):
+            return None
+        return int(r[0]), int(r[1])
+
+
+def block_ranges(block: Block) -> dict[str, Range]:
+    """Every proven range of ``block`` (constants: their values), by tensor name."""
+    ranges = BlockRanges(block)
+    return {n: r for n in block.tensors if (r := ranges.get(n)) is not None}
