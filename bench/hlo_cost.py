@@ -19,6 +19,29 @@ processes:
 in one process: min over interleaved rounds of batch-1 calls (run it under ``nice -n -15``).
 
     python bench/hlo_cost.py tests/fixtures/*_int8.tosa [--attribute] [--json out.json]
+
+Measured 2026-11-23 on the 2-core machine (load 1-5), main a0f056a against branch hlo, each
+figure the min of 2 fresh processes per side, sides interleaved (CPU ms; "cached" = load + first
+call in a second process from the compile cache; "rebuild" = XLA rebuilding the serialized
+executable; batch 1 = min of interleaved calls, nice -15):
+
+    graph            ops  eqns          HLO instructions  trace+lower  compile
+    cnn_int8          28   398 ->  307     939 ->   692     68 ->  62    829 ->  681
+    mlp_attn_int8    100   873 ->  546    2147 ->  1334    194 -> 130   1125 ->  939
+    bert_tiny_int8   365  2961 -> 1948   14230 ->  4225    398 -> 365   5419 -> 2785
+    resnet_int8       89  1091 ->  866    3536 ->  2146    195 -> 152   3161 -> 2986
+    mobilenetv2_int8 149  2734 -> 2125    6487 ->  4693    296 -> 415   3252 -> 2523
+    unet_int8        651  5128 -> 3346   10050 ->  6907    566 -> 564   5778 -> 4898
+    lstm_int8       1216  8657 -> 6331   60958 -> 12912    693 -> 663  23393 -> 6555
+
+    graph            cached        rebuild       batch 1 ms
+    cnn_int8           74 ->  59     16 ->  10   0.096 -> 0.094
+    mlp_attn_int8     107 ->  95     51 ->  31   0.051 -> 0.044
+    bert_tiny_int8    451 -> 207    272 ->  81   3.03  -> 2.25
+    resnet_int8       225 -> 179     78 ->  60   9.93  -> 9.42
+    mobilenetv2_int8  488 -> 338    122 -> 100   7.82  -> 7.35
+    unet_int8         360 -> 254    184 -> 127   4.61  -> 3.90
+    lstm_int8        1653 -> 533   1235 -> 236   0.559 -> 0.365
 """
 
 from __future__ import annotations
