@@ -58,7 +58,10 @@ def timed(engine: Any, data: bytes, xs: list[np.ndarray]) -> tuple[float, float,
 def compare(a: Any, b: Any) -> str:
     if isinstance(a, str) or isinstance(b, str):
         return "error"
-    if all(np.array_equal(x.view(np.uint8), y.view(np.uint8)) for x, y in zip(a, b)):
+    # the bytes, of rank-0 outputs too (a 0-d array cannot change its item size in place)
+    if all(x.shape == y.shape and np.array_equal(x.reshape(-1).view(np.uint8),
+                                                 y.reshape(-1).view(np.uint8))
+           for x, y in zip(a, b)):
         return "bit-exact"
     if all(x.dtype.kind in "iub" for x in a):
         return "DIFFERS"
