@@ -96,3 +96,25 @@ def test_call_and_fn_agree_with_the_reference_model() -> None:
     ref = run_reference(tosa_jax.write(one), {"x": x}, ["c"])
     np.testing.assert_array_equal(np.asarray(single), ref["c"])
     np.testing.assert_array_equal(np.asarray(fn_single[0]), ref["c"])
+
+
+def test_console_script_flushes_and_exits_with_mains_code(tmp_path) -> None:
+    """``tosa-jax`` (cli.entry) ends without the interpreter's teardown: what it printed is all
+    there, written files are complete, and the exit status is main's (0, and 2 on an error)."""
+    import subprocess
+    import sys
+
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((1, 3, 32, 32), np.int8))
+    graph = str(FIXTURES / "cnn_int8.tosa")
+    code = "import sys; from tosa_jax.cli import entry; sys.argv[0] = 'tosa-jax'; entry()"
+    ok = subprocess.run([sys.executable, "-c", code, "run", graph, str(x), "--output-dir",
+                         str(tmp_path / "out")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    name = ok.stdout.split(":")[0]
+    saved = np.load(tmp_path / "out" / f"{name}.npy")
+    np.testing.assert_array_equal(saved, tosa_jax.load(graph)(np.load(x)))
+    assert "ran" in ok.stderr
+    bad = subprocess.run([sys.executable, "-c", code, "run", graph, str(tmp_path / "none.npy")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "tosa-jax: error:" in bad.stderr
