@@ -1146,12 +1146,18 @@ def _value_scale_list(c: OpCheck, arg: str, bs: int) -> list[Tensor] | None:
     return items
 
 
+def _block_lists(c: OpCheck, name: str) -> tuple[int, list | None, list]:
+    """The block size, the [values, scales] list argument ``name`` (None where the block size
+    or the list is refused) and the output list ([] when it is not one)."""
+    bs = _block_size_of(c)
+    items = _value_scale_list(c, name, bs) if bs else None
+    outs = c.tensors.get("output")
+    return bs, items, outs if isinstance(outs, list) else []
+
+
 def RESHAPE_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
     """RESHAPE_BLOCK_SCALED.tosac, every ERROR_IF; the outputs are the reshaped list."""
-    bs = _block_size_of(c)
-    ins = _value_scale_list(c, "input", bs) if bs else None
-    outs = c.tensors.get("output")
-    outs = outs if isinstance(outs, list) else []
+    bs, ins, outs = _block_lists(c, "input")
     if ins is None:
         return
     if len(outs) != len(ins):
@@ -1201,10 +1207,7 @@ def RESHAPE_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
 def ROW_GATHER_BLOCK_SCALED(c: OpCheck) -> None:  # noqa: N802
     """ROW_GATHER_BLOCK_SCALED.tosac: ERROR_IF(C % block_size != 0), the values list rules,
     ERROR_IF(row_count < 1); outputs [N, W*row_count, C] (and the scales')."""
-    bs = _block_size_of(c)
-    values = _value_scale_list(c, "values", bs) if bs else None
-    outs = c.tensors.get("output")
-    outs = outs if isinstance(outs, list) else []
+    bs, values, outs = _block_lists(c, "values")
     if values is None:
         return
     if len(outs) != len(values):
