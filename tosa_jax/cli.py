@@ -522,17 +522,19 @@ def entry() -> None:
 
     After JAX is imported, Python's exit (freeing its thousands of modules and objects) takes
     0.2-0.45 s here, longer than a cached ``tosa-jax run`` itself. Our files are written and
-    closed by then and the compile cache writes each entry atomically, so when no other thread
-    is still working (a background compile) the process ends at once, streams flushed."""
+    closed by then and the compile cache writes each entry atomically, so once the threads that
+    still work (an optimized compile for the cache) are done, the process ends at once, streams
+    flushed."""
     code = main()
-    if threading.active_count() == 1:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except OSError:  # a closed pipe (tosa-jax ... | head): nothing more to say
-            pass
-        os._exit(code)
-    sys.exit(code)
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and not t.daemon:
+            t.join()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe (tosa-jax ... | head): nothing more to say
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -295,8 +295,8 @@ class Model:
         return (jax.config.jax_enable_x64, tree,
                 *((tuple(a.shape), np.dtype(a.dtype), _placement(a)) for a in leaves))
 
-    def _executable(self, args: tuple[Any, ...]) -> Any:
-        """The compiled executable for these arguments' signature: built once per signature,
+    def _slot(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], _Slot]:
+        """The executable in use for these arguments' signature: built once per signature,
         from the persistent cache when it holds one (no tracing, lowering or compiling)."""
         sig = self._signature(args)
         slot = self._executables.get(sig)
@@ -306,19 +306,43 @@ class Model:
                 if slot is None:
                     slot = self._build(args, optimize=not self.tiered)
                     self._executables[sig] = slot
+        return sig, slot
+
+    def _call(self, args: tuple[Any, ...]) -> Any:
+        """Run the executable for ``args``. A quick-tier one is replaced by the optimized
+        executable, compiled in the background once a result is out: from its second call, or
+        after its first when the persistent cache will keep the optimized one and the graph
+        does EAGER_UPGRADE_FLOPS or more (later processes then load optimized code, not the
+        quick tier's, which runs up to 20x slower)."""
+        sig, slot = self._slot(args)
+        outs = slot.exe(*args)
         if slot.tier == 0:
             slot.calls += 1
-            if slot.calls == 2:  # called again: worth the optimized executable
-                # Not a daemon: a compile cut off at interpreter exit may crash the process.
-                threading.Thread(target=self._upgrade, args=(sig, args),
+            if slot.calls == 2 or (slot.calls == 1 and self.cache is not None):
+                # Not a daemon: a compile cut off at interpreter exit may crash the process;
+                # Python's exit (and the CLI's) waits for it.
+                threading.Thread(target=self._upgrade,
+                                 args=(sig, args, slot, outs, slot.calls == 1),
                                  name="tosa_jax-optimize").start()
-        return slot.exe
+        return outs
 
-    def _upgrade(self, sig: tuple[Any, ...], args: tuple[Any, ...]) -> None:
-        """Replace a quick executable by the optimized one (in the background; on any error
-        the quick one stays: it computes the same results)."""
+    def _upgrade(self, sig: tuple[Any, ...], args: tuple[Any, ...], quick: _Slot,
+                 result: Any, first: bool) -> None:
+        """Replace a quick executable by the optimized one, from the quick one's lowering when
+        this process made it (on any error the quick one stays: it computes the same).
+        ``first``: asked after the first call, for the cache (only for heavy graphs)."""
         try:
-            slot = self._build(args, optimize=True, lookup=False)
+            jax.block_until_ready(result)  # a result is out before the compile starts
+        except Exception:
+            pass
+        if first and _flops(quick.exe) < EAGER_UPGRADE_FLOPS:
+            return  # later processes would gain little: upgraded from the second call
+        with self._build_lock:  # one upgrade per slot (the second call may also ask for it)
+            if quick.upgrading:
+                return
+            quick.upgrading = True
+        try:
+            slot = self._build(args, optimize=True, lookup=False, lowered=quick.lowered)
         except Exception:
             return
         self._executables[sig] = slot
@@ -352,7 +376,8 @@ class Model:
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
         }
 
-    def _build(self, args: tuple[Any, ...], optimize: bool, lookup: bool = True) -> _Slot:
+    def _build(self, args: tuple[Any, ...], optimize: bool, lookup: bool = True,
+               lowered: Any = None) -> _Slot:
         """Compile for ``args`` (or load from the persistent cache), and refuse an executable
         whose arguments, outputs and temporaries need more than ``limits.max_bytes``.
 
@@ -370,7 +395,8 @@ class Model:
             entry = None
             tier = 1 if optimize or not _quick_tier_helps(args) else 0
             options = {**self.xla_options(args), **({} if tier else QUICK_OPTIONS)}
-            exe = compile_lowered(self._jitted.lower(*args), options)
+            lowered = lowered if lowered is not None else self._jitted.lower(*args)
+            exe = compile_lowered(lowered, options)
             need, temp = compiled_bytes(exe)
         if lookup:
             self.compile_source = "cache" if entry is not None else "compiled"
@@ -385,7 +411,8 @@ class Model:
             payload = _serialize(exe)
             if payload is not None:
                 self.cache.put(key, {**payload, "need": need, "temp": temp, "tier": tier})
-        return _Slot(exe, tier)
+        # A quick executable keeps its lowering for the optimized compile that replaces it.
+        return _Slot(exe, tier, lowered if entry is None and tier == 0 else None)
 
     def xla_options(self, args: tuple[Any, ...] = ()) -> dict[str, Any]:
         """XLA's compile options for this graph on the devices of ``args`` (see
@@ -401,19 +428,19 @@ class Model:
         tier), as a benchmark or a serving loop wants from its first call."""
         bound = self._bind(args, kwargs)
         full = (self._state, *bound) if self.variables else tuple(bound)
-        self._executable(full)
-        sig = self._signature(full)
-        if optimize and self._executables[sig].tier == 0:
-            self._executables[sig] = self._build(full, optimize=True, lookup=False)
+        sig, slot = self._slot(full)
+        if optimize and slot.tier == 0:
+            self._executables[sig] = self._build(full, optimize=True, lookup=False,
+                                                 lowered=slot.lowered)
         return self
 
     def _execute(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
         bound = self._bind(args, kwargs)
         if not self.variables:
-            return self._executable(tuple(bound))(*bound)
+            return self._call(tuple(bound))
         with self._state_lock:  # read-run-write of the state is one step across threads
             full = (self._state, *bound)
-            outs, self._state = self._executable(full)(*full)
+            outs, self._state = self._call(full)
         return outs
 
     # -- variables (EXT-VARIABLE) -----------------------------------------------------------
@@ -510,22 +537,34 @@ class Model:
 
 # Tiered compilation, for integer graphs on the CPU. A signature's first executable is compiled
 # with LLVM's optimizer off: XLA's HLO passes run as always and library kernels are the same, so
-# integer results are identical (tests/unit/test_cache.py), at about half XLA CPU's compile time;
-# the second call compiles the optimized executable in a background thread, which then replaces
-# it. A graph run once (a test, a debugging run) never pays for the optimizer. Not for graphs
-# with floating-point tensors: the optimizer contracts multiply-adds, so a float result would
-# change in its last bit between the first call and later ones.
+# integer results are identical (tests/unit/test_cache.py), at about half XLA CPU's compile time.
+# Once its first result is out, the optimized executable is compiled in a background thread and
+# replaces it, in the process and in the persistent cache (without a cache: from the second call
+# on). A graph run once (a test, a debugging run) gets its result without waiting for the
+# optimizer, and the next process loads optimized code. Not for graphs with floating-point
+# tensors: the optimizer contracts multiply-adds, so a float result would change in its last bit
+# between the first call and later ones.
 QUICK_OPTIONS = {"xla_backend_optimization_level": 0}
+# A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
+# is upgraded only from its second call, not at once for the cache: its code runs at most a
+# millisecond or two slower, a later process would need hundreds of calls to repay the
+# optimized compile, and then it upgrades itself; graphs run once (a test suite's single
+# operators: under 1.3 MFLOP, 0.02-0.5 ms) would pay two compiles. Measured quick-tier runs:
+# cnn_int8 1.2 MFLOP 0.6 ms (optimized 0.3), ExecuTorch's ds_cnn INT 7.4 MFLOP 1.9-5.1 ms,
+# resnet8 INT 27 MFLOP 45-55 ms (optimized 2.6).
+EAGER_UPGRADE_FLOPS = 5e6
 
 
 @dataclass
 class _Slot:
-    """The executable in use for one input signature: its tier (0 quick, 1 optimized) and how
-    often the quick one was called."""
+    """The executable in use for one input signature: its tier (0 quick, 1 optimized), the
+    quick one's lowering (when compiled here) and how often it was called."""
 
     exe: Any
     tier: int
+    lowered: Any = None
     calls: int = 0
+    upgrading: bool = False
 
 
 # XLA CPU's options for a graph, decided by its convolutions. XLA CPU runs a convolution either
@@ -561,6 +600,18 @@ def compile_lowered(lowered: Any, options: dict[str, Any] | None) -> Any:
             raise
         return lowered.compile({k: v for k, v in options.items() if k not in FLOAT_CONV_OPTIONS}
                                or None)
+
+
+def _flops(exe: Any) -> float:
+    """The operations one run of a compiled executable does, by XLA's cost analysis
+    (infinite where there is no analysis: then the executable counts as heavy; XLA leaves
+    "flops" out where there are none, pure data movement)."""
+    try:
+        cost = exe.cost_analysis()
+        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+        return float(cost.get("flops", 0.0))
+    except Exception:
+        return float("inf")
 
 
 def _has_floats(graph: Graph) -> bool:
@@ -638,8 +689,9 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     are ``model.requirements`` (see ``tosa_jax.profiles``).
     ``cache``: the persistent compile cache (``tosa_jax.cache``): None/True the environment's
     (``TOSA_JAX_CACHE_DIR``, ``TOSA_JAX_CACHE=0`` to turn it off), False none, or a directory.
-    ``tiered``: compile a quick executable first and the optimized one from the second call on,
-    in the background (default on, ``TOSA_JAX_TIERED=0`` to turn it off; CPU only).
+    ``tiered``: compile a quick executable first, then the optimized one in the background (after
+    the first call when the cache keeps it, else from the second); default on for integer graphs
+    on the CPU, ``TOSA_JAX_TIERED=0`` to turn it off.
     """
     limits = Limits.default(max_elements=max_elements, max_bytes=max_bytes)
     opts = {"device": device, "limits": limits, "profile": profile, "extensions": extensions,

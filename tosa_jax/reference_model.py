@@ -327,11 +327,11 @@ def _execute(model: Model, args: list[np.ndarray], zero_variables: bool) -> list
     state is neither read nor changed, so calls never see each other's writes."""
     bound = model._bind(tuple(args), {})
     if not model.variables:
-        outs = model._executable(tuple(bound))(*bound)
+        outs = model._call(tuple(bound))
     else:
         start = ({v.name: np.zeros(v.shape, v.np_dtype) for v in model.variables}
                  if zero_variables else initial_state(model.graph))
         state = {v.name: model._check_input(v, start[v.name]) for v in model.variables}
         full = (state, *bound)
-        outs, _ = model._executable(full)(*full)
+        outs, _ = model._call(full)
     return [wide_to_numpy(o) if isinstance(o, Wide) else o for o in outs]  # BlockScaled kept

@@ -140,14 +140,47 @@ def test_quick_tier_computes_what_the_optimized_one_does(name: str) -> None:
     quick = model(x)
     (slot,) = model._executables.values()
     assert slot.tier == 0
-    model(x)  # the second call starts the optimized compile
-    for t in threading.enumerate():
-        if t.name == "tosa_jax-optimize":
-            t.join()
+    model(x)  # without a cache, the second call starts the optimized compile
+    _join_optimizers()
     (slot,) = model._executables.values()
     assert slot.tier == 1
     optimized = model(x)
     assert np.asarray(quick).tobytes() == np.asarray(optimized).tobytes()
+
+
+def _join_optimizers() -> None:
+    for t in threading.enumerate():
+        if t.name == "tosa_jax-optimize":
+            t.join()
+
+
+@pytest.mark.parametrize("heavy", [True, False])
+def test_cache_keeps_the_optimized_executable(tmp_path: Path, reference, heavy: bool,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a persistent cache, a heavy graph called once gets its first result from the quick
+    tier, then the optimized executable is compiled in the background and replaces the quick
+    one in the cache: the next load runs optimized code (tier 1) from the cache, bit for bit
+    the reference model's result. A light graph keeps the quick one until a second call."""
+    from tosa_jax import model as model_module
+
+    monkeypatch.setattr(model_module, "EAGER_UPGRADE_FLOPS", 0 if heavy else float("inf"))
+    model = tosa_jax.load(CNN, cache=tmp_path)
+    quick = np.asarray(model(X))
+    assert model.compile_source == "compiled"
+    _join_optimizers()
+    assert [s.tier for s in model._executables.values()] == [1 if heavy else 0]
+    again = tosa_jax.load(CNN, cache=tmp_path)
+    y = np.asarray(again(X))
+    _join_optimizers()
+    (slot,) = again._executables.values()
+    assert again.compile_source == "cache" and slot.tier == (1 if heavy else 0)
+    again(X)  # a second call upgrades whatever the graph's weight, and the cache with it
+    _join_optimizers()
+    third = tosa_jax.load(CNN, cache=tmp_path)
+    z = np.asarray(third(X))
+    assert [s.tier for s in third._executables.values()] == [1]
+    (want,) = reference(CNN, {model.inputs[0].name: X}, [model.outputs[0].name]).values()
+    assert quick.tobytes() == y.tobytes() == z.tobytes() == np.asarray(want, quick.dtype).tobytes()
 
 
 def test_float_graphs_are_not_tiered() -> None:
