@@ -136,3 +136,35 @@ def test_device_selection() -> None:
     assert isinstance(out, jax.Array)
     assert out.devices() == {jax.devices("cpu")[0]}
     assert jnp.asarray(out).dtype == jnp.int16
+
+
+@pytest.mark.parametrize("env", [None, "1"])
+def test_single_device_calls_run_inline_unless_the_environment_says(
+        env: str | None, tmp_path, reference) -> None:
+    """tosa_jax turns JAX's asynchronous CPU dispatch off before JAX starts its CPU backend (a
+    call then runs in the caller's thread, without a worker-thread round trip); a
+    JAX_CPU_ENABLE_ASYNC_DISPATCH in the environment is left to decide. The result is the
+    reference model's either way."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cnn = Path(__file__).parent.parent / "fixtures" / "cnn_int8.tosa"
+    x = np.load(cnn.with_suffix(".input.npy"))
+    code = ("import numpy as np, tosa_jax\n"
+            "from jax._src import xla_bridge\n"
+            f"m = tosa_jax.load({str(cnn)!r}, cache=False)\n"
+            f"x = np.load({str(cnn.with_suffix('.input.npy'))!r})\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, np.asarray(m(x)))\n"
+            "print(xla_bridge._CPU_ENABLE_ASYNC_DISPATCH.value)\n")
+    environ = {k: v for k, v in os.environ.items() if k != "JAX_CPU_ENABLE_ASYNC_DISPATCH"}
+    if env is not None:
+        environ["JAX_CPU_ENABLE_ASYNC_DISPATCH"] = env
+    out = subprocess.run([sys.executable, "-c", code], env=environ, check=True,
+                         capture_output=True, text=True).stdout.split()
+    assert out == ["True" if env else "False"]
+    model = tosa_jax.load(cnn, cache=False)
+    (want,) = reference(cnn, {model.inputs[0].name: x}, [model.outputs[0].name]).values()
+    y = np.load(tmp_path / "y.npy")
+    assert y.tobytes() == np.asarray(want, y.dtype).tobytes()
