@@ -320,7 +320,7 @@ class Model:
             slot.calls += 1
             if slot.calls == 2 or (slot.calls == 1 and self.cache is not None):
                 # Not a daemon: a compile cut off at interpreter exit may crash the process;
-                # Python's exit (and the CLI's) waits for it.
+                # Python's exit waits for it (the tosa-jax command leaves with os._exit).
                 threading.Thread(target=self._upgrade,
                                  args=(sig, args, slot, outs, slot.calls == 1),
                                  name="tosa_jax-optimize").start()
