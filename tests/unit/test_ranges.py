@@ -37,24 +37,33 @@ def spec_scale_32(value: np.ndarray, m: np.ndarray, s: np.ndarray, dr: bool) -> 
     return ((v * m + rnd) >> s).astype(np.int32)
 
 
+def _jit_both(fns: list, values: list[np.ndarray]) -> list[np.ndarray]:
+    """``fn(value)`` for each pair under jit with x64 off and on, checked int32 and equal. All
+    pairs are compiled as one program per mode: a few hundred separate jits (their constants
+    baked in, as the lowering bakes them) cost 80 ms each, mostly XLA's per-program cost."""
+    outs = []
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            outs.append([np.asarray(o) for o in jax.jit(
+                lambda *vs: [f(v) for f, v in zip(fns, vs)])(*values)])
+    for a, b in zip(*outs):
+        assert a.dtype == b.dtype == np.int32
+        np.testing.assert_array_equal(a, b)
+    return outs[0]
+
+
 def _pieces(value: np.ndarray, m: np.ndarray, s: np.ndarray, dr: bool,
             value_range: tuple[int, int]) -> tuple[np.ndarray, int] | None:
     cuts = nx._pieces_plan(m, s, dr, value_range)
     if cuts is None:
         return None
-    outs = []
-    for x64 in (False, True):
-        with jax.enable_x64(x64):
-            outs.append(np.asarray(jax.jit(
-                lambda v: nx._scale_32_pieces(v, m, s, dr, cuts))(value)))
-    assert outs[0].dtype == outs[1].dtype == np.int32
-    np.testing.assert_array_equal(outs[0], outs[1])
-    return outs[0], len(cuts) - 1
+    return _jit_both([partial(nx._scale_32_pieces, multiplier=m, shift=s, double_round=dr,
+                              cuts=cuts)], [value])[0], len(cuts) - 1
 
 
 def test_pieces_dense_random() -> None:
     rng = np.random.default_rng(11)
-    used: dict[int, int] = {}
+    cases = []
     for _ in range(250):
         k = int(rng.integers(1, 31))
         lo, hi = -int(rng.integers(0, 2**k + 1)), int(rng.integers(0, 2**k))
@@ -68,12 +77,17 @@ def test_pieces_dense_random() -> None:
         v = np.concatenate([[lo, hi, 0, max(lo, -1), min(hi, 1)],
                             rng.integers(lo, hi + 1, 300)])
         value = np.repeat(v[:, None], c, 1).astype(np.int32)
-        got = _pieces(value, m.astype(np.int32), s.astype(np.int32), dr, (lo, hi))
-        if got is None:
-            continue
-        np.testing.assert_array_equal(got[0], spec_scale_32(value, m, s, dr),
-                                      err_msg=f"{lo, hi, m, s, dr}")
-        used[got[1]] = used.get(got[1], 0) + 1
+        cuts = nx._pieces_plan(m.astype(np.int32), s.astype(np.int32), dr, (lo, hi))
+        if cuts is not None:
+            cases.append((value, m, s, dr, cuts, (lo, hi)))
+    got = _jit_both([partial(nx._scale_32_pieces, multiplier=m.astype(np.int32),
+                             shift=s.astype(np.int32), double_round=dr, cuts=cuts)
+                     for _, m, s, dr, cuts, _ in cases], [c[0] for c in cases])
+    used: dict[int, int] = {}
+    for out, (value, m, s, dr, cuts, lo_hi) in zip(got, cases):
+        np.testing.assert_array_equal(out, spec_scale_32(value, m, s, dr),
+                                      err_msg=f"{lo_hi, m, s, dr}")
+        used[len(cuts) - 1] = used.get(len(cuts) - 1, 0) + 1
     assert sorted(used) == [1, 2, 3, 4], used  # every cascade length was exercised
 
 
@@ -95,7 +109,7 @@ def test_split_dense_random() -> None:
     """The 14-operation form for shifts 33..62: random ranges up to the whole int32 range,
     values at the ends, around 0 and at the 2**16 steps of the split."""
     rng = np.random.default_rng(4)
-    planned = 0
+    cases = []
     for _ in range(300):
         k = int(rng.integers(1, 32))
         lo, hi = -int(rng.integers(0, 2**k + 1)), int(rng.integers(0, 2**k))
@@ -113,16 +127,14 @@ def test_split_dense_random() -> None:
         v = np.concatenate([[lo, hi, 0, -1, 1], steps << 16, (steps << 16) - 1,
                             (steps << 16) + 65535, rng.integers(lo, hi + 1, 300)])
         value = np.repeat(np.clip(v, lo, hi)[:, None], c, 1).astype(np.int32)
-        for x64 in (False, True):
-            with jax.enable_x64(x64):
-                got = np.asarray(jax.jit(partial(
-                    nx._scale_32_split, multiplier=m.astype(np.int32),
-                    shift=s.astype(np.int32), offset=offset))(value))
-            assert got.dtype == np.int32
-            np.testing.assert_array_equal(got, spec_scale_32(value, m, s, False),
-                                          err_msg=f"{lo, hi, m, s}")
-        planned += 1
-    assert planned > 250
+        cases.append((value, m, s, offset, (lo, hi)))
+    assert len(cases) > 250
+    got = _jit_both([partial(nx._scale_32_split, multiplier=m.astype(np.int32),
+                             shift=s.astype(np.int32), offset=offset)
+                     for _, m, s, offset, _ in cases], [c[0] for c in cases])
+    for out, (value, m, s, _, lo_hi) in zip(got, cases):
+        np.testing.assert_array_equal(out, spec_scale_32(value, m, s, False),
+                                      err_msg=f"{lo_hi, m, s}")
 
 
 def test_apply_scale_32_takes_the_cascade() -> None:
