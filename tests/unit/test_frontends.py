@@ -102,8 +102,7 @@ def test_fixture_round_trip(path: Path, to: str, tmp_path: Path) -> None:
             np.testing.assert_array_equal(got[name], tosa_jax.load(original).run(inputs)[name])
 
 
-SLICE = sorted(conformance.CI_CACHE.glob(
-    f"tosa-tools-*_{conformance.CI_SELECTION.key()}/operators"))  # the CI slice, if generated
+SLICE = conformance.generated_slice(conformance.CI_CACHE, conformance.CI_SELECTION)  # or None
 # Representative conformance graphs, by operator and type tokens (the shapes in a test's name
 # depend on the generator seed): int8/int4 convolution, RESCALE (unsigned), control flow, BF16,
 # FFT, depthwise convolution.
@@ -124,7 +123,7 @@ def test_conformance_slice_round_trip(pick: str) -> None:
     from tosa_jax.testing import mlir_roundtrip as rt
 
     prefix, tokens = SLICE_PICKS[pick]
-    tests = sorted(p.parent for p in SLICE[0].rglob("desc.json")
+    tests = sorted(p.parent for p in (SLICE / "operators").rglob("desc.json")
                    if p.parent.name.startswith(prefix) and tokens <= set(p.parent.name.split("_"))
                    and "dyn" not in p.parent.name.split("_"))
     assert tests, pick

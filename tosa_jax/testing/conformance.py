@@ -498,12 +498,23 @@ def generate_slice(out: Path, selection: Selection, jobs: int = 2, verbose: bool
     return names
 
 
+def _slice_key(selection: Selection, whole: bool) -> str:
+    kind = "all" if whole else f"slice{SLICE_VERSION}"
+    return f"tosa-tools-{tosa_tools_version()}_{kind}_{selection.key()}"
+
+
+def generated_slice(cache_root: Path, selection: Selection, whole: bool = False) -> Path | None:
+    """The slice cached_slice returns, if it is generated already (None otherwise): for tests
+    that use the slice when it is there and never wait minutes to generate it."""
+    final = cache_root / _slice_key(selection, whole)
+    return final if (final / "COMPLETE").is_file() else None
+
+
 def cached_slice(cache_root: Path, selection: Selection, jobs: int = 2,
                  progress: bool = False, whole: bool = False) -> Path:
     """The slice for selection under cache_root, generated once per tosa-tools version and
     selection (its seed included) and reused after that; progress, whole: see generate_slice."""
-    kind = "all" if whole else f"slice{SLICE_VERSION}"
-    key = f"tosa-tools-{tosa_tools_version()}_{kind}_{selection.key()}"
+    key = _slice_key(selection, whole)
     final = cache_root / key
     if (final / "COMPLETE").is_file():
         return final
