@@ -3,7 +3,8 @@
 #   bash scripts/test.sh          full lane (CI): lint, every test, the conformance slice; every
 #                                 integer result judged by the TOSA reference model
 #   bash scripts/test.sh --fast   development lane: lint and the unit and network tests, without
-#                                 the generated conformance slice, on every core (pytest-xdist;
+#                                 the generated conformance slice (tests that read it skip
+#                                 until the full lane has generated it), on every core (pytest-xdist;
 #                                 TOSA_JAX_TEST_WORKERS=1 runs them in one process); a file's
 #                                 tests stay on one worker (--dist loadfile): they share its
 #                                 fixtures and JAX's compiled functions, 15 % less CPU than
