@@ -336,6 +336,7 @@ class Model:
         except Exception:
             pass
         if first and _flops(quick.exe) < EAGER_UPGRADE_FLOPS:
+            quick.lowered = None  # not held for a second call that may never come
             return  # later processes would gain little: upgraded from the second call
         with self._build_lock:  # one upgrade per slot (the second call may also ask for it)
             if quick.upgrading:
@@ -411,8 +412,10 @@ class Model:
             payload = _serialize(exe)
             if payload is not None:
                 self.cache.put(key, {**payload, "need": need, "temp": temp, "tier": tier})
-        # A quick executable keeps its lowering for the optimized compile that replaces it.
-        return _Slot(exe, tier, lowered if entry is None and tier == 0 else None)
+        # A quick executable keeps its lowering (constants included) for the optimized compile
+        # that replaces it after the first call, where a cache will keep that one.
+        keep = entry is None and tier == 0 and self.cache is not None
+        return _Slot(exe, tier, lowered if keep else None)
 
     def xla_options(self, args: tuple[Any, ...] = ()) -> dict[str, Any]:
         """XLA's compile options for this graph on the devices of ``args`` (see
