@@ -12,10 +12,7 @@ import pytest
 
 # The persistent compile cache: the tests' own, never the user's (tests of the cache make more).
 os.environ.setdefault("TOSA_JAX_CACHE_DIR", tempfile.mkdtemp(prefix="tosa_jax_test_cache-"))
-# On an ERROR_IF graph the reference model (binding and CLI) forks gdb to print its own stack,
-# 10 to 20 s a graph here; it reads this variable at each failure (tosa-tools' func_debug.cc).
-# The status it returns is the same without the backtrace.
-os.environ.setdefault("TOSA_MODEL_NO_BACKTRACE", "1")
+# (tosa_jax.testing also turns the reference model's gdb backtrace on ERROR_IF graphs off.)
 
 from tosa_jax.testing.reference import run_reference  # noqa: E402
 

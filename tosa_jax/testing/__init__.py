@@ -19,11 +19,18 @@ the paths below, a source checkout.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+# On an ERROR_IF graph the reference model (binding and CLI) forks gdb to print its own stack,
+# 10 to 20 s a graph here; it reads this variable at each failure (tosa-tools' func_debug.cc) and
+# returns the same status without the backtrace. Every test, benchmark and conformance run that
+# uses the reference model as an oracle goes through this package.
+os.environ.setdefault("TOSA_MODEL_NO_BACKTRACE", "1")
 
 REPO = Path(__file__).resolve().parents[2]  # the source checkout (an editable install)
 FIXTURES = REPO / "tests" / "fixtures"  # graphs and inputs the tests and benchmarks share
