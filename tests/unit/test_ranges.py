@@ -67,17 +67,30 @@ def _pieces(value: np.ndarray, m: np.ndarray, s: np.ndarray, dr: bool,
                               cuts=cuts)], [value])[0], len(cuts) - 1
 
 
+def _random_range(rng: np.random.Generator, k_end: int) -> tuple[int, int]:
+    """A value range [lo, hi] within +-2**k for a random k in [1, k_end): random bounds, or
+    (40%) the whole signed k+1-bit range."""
+    k = int(rng.integers(1, k_end))
+    lo, hi = -int(rng.integers(0, 2**k + 1)), int(rng.integers(0, 2**k))
+    if rng.random() < 0.4:
+        lo, hi = -(2**k), 2**k - 1
+    return lo, hi
+
+
+def _random_multipliers(rng: np.random.Generator, c: int) -> np.ndarray:
+    """``c`` multipliers in [0, 2**31), the first often at an edge (0, 1, the ends, 2**16)."""
+    m = rng.integers(0, 2**31, c)
+    m[0] = rng.choice([0, 1, 2**31 - 1, 2**30, 65535, 65536, m[0]])
+    return m
+
+
 def test_pieces_dense_random() -> None:
     rng = np.random.default_rng(11)
     cases = []
     for _ in range(250):
-        k = int(rng.integers(1, 31))
-        lo, hi = -int(rng.integers(0, 2**k + 1)), int(rng.integers(0, 2**k))
-        if rng.random() < 0.4:
-            lo, hi = -(2**k), 2**k - 1
+        lo, hi = _random_range(rng, 31)
         c = int(rng.integers(1, 6))
-        m = rng.integers(0, 2**31, c)
-        m[0] = rng.choice([0, 1, 2**31 - 1, 2**30, 65535, 65536, m[0]])
+        m = _random_multipliers(rng, c)
         s = rng.integers(2, 63, c) if rng.random() < 0.5 else np.full(c, rng.integers(2, 63))
         dr = bool(rng.random() < 0.3)
         v = np.concatenate([[lo, hi, 0, max(lo, -1), min(hi, 1)],
@@ -117,14 +130,10 @@ def test_split_dense_random() -> None:
     rng = np.random.default_rng(4)
     cases = []
     for _ in range(300):
-        k = int(rng.integers(1, 32))
-        lo, hi = -int(rng.integers(0, 2**k + 1)), int(rng.integers(0, 2**k))
-        if rng.random() < 0.4:
-            lo, hi = -(2**k), 2**k - 1
+        lo, hi = _random_range(rng, 32)
         lo, hi = max(lo, -(2**31)), min(hi, 2**31 - 1)
         c = int(rng.integers(1, 5))
-        m = rng.integers(0, 2**31, c)
-        m[0] = rng.choice([0, 1, 2**31 - 1, 2**30, 65535, 65536, m[0]])
+        m = _random_multipliers(rng, c)
         s = rng.integers(33, 63, c)
         offset = nx._split_plan(m.astype(np.int32), s.astype(np.int32), (lo, hi))
         if offset is None:
