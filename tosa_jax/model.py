@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jax
 import numpy as np
 
+from tosa_jax import hostexec
 from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import TosaInputError, TosaLimitError
 from tosa_jax.ir import (
@@ -30,6 +31,21 @@ from tosa_jax.ir import (
     wide_to_numpy,
 )
 from tosa_jax.limits import Limits, check_graph, human_bytes
+
+
+class _LazyJax:
+    """JAX, imported where a model first needs it: a model that runs its executable from the
+    compile cache through ``tosa_jax.hostexec`` (``Model.run``, ``tosa-jax run``) never does."""
+
+    def __getattr__(self, name: str) -> Any:
+        import jax as module
+
+        globals()["jax"] = module
+        _inline_cpu_dispatch()
+        return getattr(module, name)
+
+
+jax: Any = _LazyJax()
 
 
 @dataclass(frozen=True)
@@ -171,6 +187,8 @@ class Model:
         self._kept_exes: dict[tuple[Any, ...], Any] = {}
         # evaluate()'s compiled batched functions, by signature, devices, chunk and x64
         self._evaluate_cache: dict[tuple[Any, ...], Any] = {}
+        # The cached executable run without JAX (run() only): None not looked up yet, False none
+        self._host: hostexec.HostExecutable | None | bool = None
 
     def _functions(self) -> None:
         # The executor imports every lowering (tens of ms): a model whose executables come from
@@ -374,7 +392,7 @@ class Model:
             "platform": client.platform, "platform_version": client.platform_version,
             "devices": [[d.id, d.device_kind] for d in devices],
             "device_count": len(client.devices()),
-            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), "machine": hostexec.machine_id(),
         }
 
     def _build(self, args: tuple[Any, ...], optimize: bool, lookup: bool = True,
@@ -412,10 +430,62 @@ class Model:
             payload = _serialize(exe)
             if payload is not None:
                 self.cache.put(key, {**payload, "need": need, "temp": temp, "tier": tier})
+        self._put_host(args, exe, need, tier, fresh=entry is None)
         # A quick executable keeps its lowering (constants included) for the optimized compile
         # that replaces it after the first call, where a cache will keep that one.
         keep = entry is None and tier == 0 and self.cache is not None
         return _Slot(exe, tier, lowered if keep else None)
+
+    # -- the cached executable without JAX (tosa_jax.hostexec) -------------------------------
+
+    def _host_key(self) -> dict[str, Any] | None:
+        """The key of this graph's host entry; None where the host path does not apply: no
+        cache, a device asked for, variables, or tensors that are not plain numpy arrays."""
+        if (self.cache is None or self.device is not None or self.variables
+                or self._digest is None
+                or any(s.dtype not in hostexec.PLAIN_TYPES or s.block_size
+                       for s in (*self.inputs, *self.outputs))):
+            return None
+        return hostexec.host_key(self._digest, [(s.shape, s.np_dtype.name) for s in self.inputs])
+
+    def _put_host(self, args: tuple[Any, ...], exe: Any, need: int, tier: int,
+                  fresh: bool) -> None:
+        """Store the host entry of an executable just compiled (or, from JAX's entry, when the
+        cache has none yet): CPU device 0, JAX's default configuration, plain tensors."""
+        key = self._host_key()
+        if key is None or (not fresh and self.cache.contains(key)):
+            return
+        devices = {d for a in jax.tree.leaves(args) for d in _devices(a)} or {jax.devices()[0]}
+        if (len(devices) != 1 or next(iter(devices)).platform != "cpu"
+                or next(iter(devices)).id != 0 or jax.config.jax_enable_x64
+                or jax.config.jax_default_matmul_precision is not None):
+            return
+        entry = hostexec.entry_of(exe)
+        if entry is not None:
+            self.cache.put(key, {**entry, "need": need, "tier": tier})
+
+    def _host_run(self, arrays: list[Any]) -> list[np.ndarray] | None:
+        """The outputs of the cached executable run without JAX, or None where there is none
+        to run (the caller then takes the JAX path, which computes the same). Not once a JAX
+        executable is in use; a quick-tier one runs once, then the JAX path upgrades it."""
+        if self._host is False:
+            return None
+        with self._build_lock:
+            if self._host is None:
+                key = self._host_key()
+                host = None
+                if key is not None and not self._executables and hostexec.default_is_cpu():
+                    host = hostexec.load_entry(self.cache, key)
+                if host is None or host.need > self.limits.max_bytes:
+                    self._host = False  # the JAX path refuses it, with the figures
+                    return None
+                self._host, self.compile_source = host, "cache"
+            host = self._host
+            if self._executables or (host.tier == 0 and host.calls):
+                self._host = False
+                return None
+            host.calls += 1
+        return host(arrays)
 
     def xla_options(self, args: tuple[Any, ...] = ()) -> dict[str, Any]:
         """XLA's compile options for this graph on the devices of ``args`` (see
@@ -438,7 +508,9 @@ class Model:
         return self
 
     def _execute(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
-        bound = self._bind(args, kwargs)
+        return self._execute_bound(self._bind(args, kwargs))
+
+    def _execute_bound(self, bound: list[Any]) -> tuple[Any, ...]:
         if not self.variables:
             return self._call(tuple(bound))
         with self._state_lock:  # read-run-write of the state is one step across threads
@@ -533,7 +605,10 @@ class Model:
         """Run on inputs given by name; returns numpy outputs by name."""
         if not isinstance(inputs, Mapping):
             raise TosaInputError("run() takes a mapping {input name: array}")
-        outs = self._execute((), inputs)
+        bound = self._bind((), inputs)
+        outs = self._host_run(bound)
+        if outs is None:
+            outs = self._execute_bound(bound)
         return {spec.name: value_to_host(o, spec.dtype)
                 for spec, o in zip(self.outputs, outs, strict=False)}
 
@@ -616,7 +691,7 @@ def _inline_cpu_dispatch() -> None:
     0.16 ms). A model's results are read right away, so nothing overlaps with it anyway.
     Computations over several devices (``evaluate``) stay asynchronous; JAX reads the flag
     when it starts its CPU backend, so this acts when this module is imported before JAX has
-    started one (``import tosa_jax`` alone imports no JAX; the first ``tosa_jax.load`` does)."""
+    started one (``import tosa_jax`` alone imports no JAX; a model's first use of it does)."""
     if "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ:
         return
     try:
@@ -624,12 +699,15 @@ def _inline_cpu_dispatch() -> None:
 
         if xla_bridge.backends_are_initialized():
             return
-        jax.config.update("jax_cpu_enable_async_dispatch", False)
+        import jax as module
+
+        module.config.update("jax_cpu_enable_async_dispatch", False)
     except (ImportError, AttributeError):  # another JAX: keep its default
         pass
 
 
-_inline_cpu_dispatch()
+if "jax" in sys.modules:  # imported by the caller: set it now, before its backend may start
+    _inline_cpu_dispatch()
 
 
 def _flops(exe: Any) -> float:

@@ -1,0 +1,231 @@
+"""Cached executables run without JAX (tosa_jax.hostexec): a second process's ``Model.run``,
+``reference_model.run`` and ``tosa-jax run`` load the executable through jaxlib alone and give
+the reference model's integer results; anything the host path cannot take goes the JAX way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import tosa_jax
+from tosa_jax import hostexec
+from tosa_jax.cache import CompileCache
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+# A second process: run() and the reference-model binding from the cache; reports where the
+# executable came from, whether JAX was imported, and the outputs.
+SECOND = """
+import sys, json, numpy as np, tosa_jax
+from tosa_jax import reference_model as rm
+path, xs = sys.argv[1], [np.load(p) for p in sys.argv[2:]]
+m = tosa_jax.load(path)
+outs = m.run({s.name: x for s, x in zip(m.inputs, xs)})
+source, jax_after_run = m.compile_source, "jax" in sys.modules
+rm_outs, status = rm.run(open(path, "rb").read(), xs)
+print(json.dumps({"source": source, "jax": jax_after_run, "jax_rm": "jax" in sys.modules,
+                  "status": status.name, "outs": [o.tolist() for o in outs.values()],
+                  "rm": [o.tolist() for o in rm_outs]}))
+"""
+
+
+def _inputs(model: tosa_jax.Model, name: str, tmp: Path) -> list[Path]:
+    rng = np.random.default_rng(7)
+    paths = []
+    for i, s in enumerate(model.inputs):
+        given = FIXTURES / f"{name}.input.npy"
+        if i == 0 and given.exists() and np.load(given).shape == s.shape:
+            x = np.load(given).astype(s.np_dtype)
+        elif s.np_dtype.kind == "f":
+            x = rng.standard_normal(s.shape).astype(s.np_dtype)
+        else:
+            x = rng.integers(-128, 128, s.shape).astype(s.np_dtype)
+        paths.append(tmp / f"x{i}.npy")
+        np.save(paths[-1], x)
+    return paths
+
+
+def _host_entries(d: Path) -> list[Path]:
+    return [p for p in d.glob("*.xla") if b'"kind":"host"' in p.read_bytes()[:4096]]
+
+
+@pytest.mark.parametrize("name", ["cnn_int8", "mlp_attn_int8", "cnn_fp32"])
+def test_second_process_runs_without_jax(name: str, tmp_path: Path, reference) -> None:
+    path = FIXTURES / f"{name}.tosa"
+    cache = tmp_path / "cache"
+    probe = tosa_jax.load(path, cache=False)
+    xs = _inputs(probe, name, tmp_path)
+    env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(cache)}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", SECOND, str(path), *map(str, xs)],
+                                      env=env, check=True, capture_output=True,
+                                      text=True).stdout.splitlines()[-1]) for _ in range(2)]
+    assert runs[0]["source"] == "compiled" and runs[0]["jax"]
+    assert len(_host_entries(cache)) == 1
+    second = runs[1]
+    # the second process never imports JAX, for either entry point
+    assert second["source"] == "cache" and not second["jax"] and not second["jax_rm"]
+    assert second["status"].endswith("TOSA_VALID")
+    arrays = [np.load(x) for x in xs]
+    want = reference(path, {s.name: x for s, x in zip(probe.inputs, arrays)},
+                     [s.name for s in probe.outputs])
+    for spec, got, got_rm, jax_path in zip(probe.outputs, second["outs"], second["rm"],
+                                           runs[0]["outs"]):
+        got, got_rm = np.asarray(got, spec.np_dtype), np.asarray(got_rm, spec.np_dtype)
+        # the same executable as the JAX path ran in the first process: the same bits
+        np.testing.assert_array_equal(got, np.asarray(jax_path, spec.np_dtype))
+        np.testing.assert_array_equal(got_rm, got)
+        if spec.np_dtype.kind == "f":
+            np.testing.assert_allclose(got, want[spec.name], rtol=1e-4, atol=1e-5)
+        else:
+            np.testing.assert_array_equal(got, want[spec.name])
+
+
+def test_cli_run_from_the_cache(tmp_path: Path, reference) -> None:
+    """``tosa-jax run`` a second time: from the cache, without JAX, the reference's result."""
+    path = FIXTURES / "cnn_int8.tosa"
+    probe = tosa_jax.load(path, cache=False)
+    (x,) = _inputs(probe, "cnn_int8", tmp_path)
+    env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(tmp_path / "cache")}
+    code = ("import sys; from tosa_jax.cli import main; rc = main(sys.argv[1:]); "
+            "print('jax' in sys.modules); sys.exit(rc)")
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"out{i}"
+        r = subprocess.run([sys.executable, "-c", code, "run", str(path), str(x), "-o", str(out)],
+                           env=env, check=True, capture_output=True, text=True)
+        outs.append((r.stdout + r.stderr, np.load(out / f"{probe.outputs[0].name}.npy")))
+    assert "compile cache" not in outs[0][0] and "\nTrue\n" in outs[0][0]
+    assert "compile cache" in outs[1][0] and "\nFalse\n" in outs[1][0]
+    want = reference(path, {probe.inputs[0].name: np.load(x)}, [probe.outputs[0].name])
+    for _, y in outs:
+        np.testing.assert_array_equal(y, want[probe.outputs[0].name])
+
+
+def _compiled(cache: Path, name: str = "cnn_int8", **kw) -> tuple[tosa_jax.Model, dict]:
+    """A model compiled in this process (filling ``cache``) and its inputs by name."""
+    model = tosa_jax.load(FIXTURES / f"{name}.tosa", cache=cache, **kw)
+    xs = {s.name: np.load(FIXTURES / f"{name}.input.npy").astype(s.np_dtype)
+          for s in model.inputs}
+    model.run(xs)
+    return model, xs
+
+
+def test_in_process_and_bit_identical(tmp_path: Path) -> None:
+    first, xs = _compiled(tmp_path)
+    want = first.run(xs)
+    again = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+    got = again.run(xs)
+    assert isinstance(again._host, hostexec.HostExecutable) and again.compile_source == "cache"
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+        assert type(got[k]) is np.ndarray and got[k].dtype == want[k].dtype
+
+
+def test_quick_tier_runs_once_then_jax_upgrades(tmp_path: Path) -> None:
+    _compiled(tmp_path)  # cnn_int8 is light: its quick-tier executable is what the cache holds
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+    xs = {s.name: np.load(FIXTURES / "cnn_int8.input.npy") for s in model.inputs}
+    y1 = model.run(xs)
+    assert isinstance(model._host, hostexec.HostExecutable) and model._host.tier == 0
+    y2 = model.run(xs)  # a second call: the JAX path, which upgrades the quick tier
+    assert model._host is False and model._executables
+    for k in y1:
+        np.testing.assert_array_equal(y1[k], y2[k])
+
+
+def test_not_written_outside_the_default_configuration(tmp_path: Path) -> None:
+    with jax.enable_x64(True):
+        _compiled(tmp_path / "x64")
+    assert _host_entries(tmp_path / "x64") == []
+    _compiled(tmp_path / "dev", device="cpu")  # a device asked for: JAX's path only
+    assert _host_entries(tmp_path / "dev") == []
+    model, xs = _compiled(tmp_path / "plain")
+    assert len(_host_entries(tmp_path / "plain")) == 1
+    asked = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path / "plain", device="cpu")
+    asked.run(xs)
+    assert asked._host is False
+
+
+def test_only_plain_tensors() -> None:
+    """BF16, FP8, wide integers and block-scaled tensors need JAX's conversions."""
+    for dtype in ("BF16", "FP8E4M3", "INT48"):
+        b = tosa_jax.GraphBuilder()
+        x = b.input("x", (2, 3), dtype)
+        graph = b.build([b.op("IDENTITY", [x], (2, 3), dtype)])
+        model = tosa_jax.load(tosa_jax.write(graph), cache=Path("/nonexistent"))
+        assert model.cache is not None and model._host_key() is None, dtype
+    b = tosa_jax.GraphBuilder()
+    x = b.input("x", (2, 3), "INT8")
+    graph = b.build([b.op("IDENTITY", [x], (2, 3), "INT8")])
+    assert tosa_jax.load(tosa_jax.write(graph), cache=Path("/nonexistent"))._host_key()
+
+
+def test_damaged_or_unloadable_entries_go_the_jax_way(tmp_path: Path) -> None:
+    model, xs = _compiled(tmp_path)
+    want = model.run(xs)
+    (entry,) = _host_entries(tmp_path)
+    good = entry.read_bytes()
+    entry.write_bytes(good[:-1] + bytes([good[-1] ^ 0xFF]))  # fails its checksum
+    again = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+    np.testing.assert_array_equal(next(iter(again.run(xs).values())), next(iter(want.values())))
+    assert again._host is False
+    # a well-formed entry whose executable XLA cannot load
+    store = CompileCache(tmp_path)
+    key = again._host_key()
+    store.put(key, {"exe": b"\0" * 64, "args": [], "outs": [], "need": 0, "tier": 1})
+    third = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+    np.testing.assert_array_equal(next(iter(third.run(xs).values())), next(iter(want.values())))
+    assert third._host is False
+
+
+def test_memory_limit_holds(tmp_path: Path) -> None:
+    """The executable's own memory need is checked against the model's limit before the host
+    path runs it, as the JAX path checks it (whose refusal then names the figures)."""
+    model, xs = _compiled(tmp_path)
+    store = CompileCache(tmp_path)
+    entry = store.get(model._host_key())
+    assert 0 < entry["need"] < 1 << 20
+    store.put(model._host_key(), {**entry, "need": 1 << 40})
+    again = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+    again.run(xs)
+    assert again._host is False and again._executables  # JAX's entry: its true need, in limit
+
+
+def test_key_names_what_decides_the_executable(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = [((1, 3, 32, 32), "int8")]
+    key = hostexec.host_key("g", args)
+    assert key == hostexec.host_key("g", args)
+    assert key != hostexec.host_key("g", [((2, 3, 32, 32), "int8")])
+    assert key != hostexec.host_key("h", args)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
+    assert key != hostexec.host_key("g", args)
+    assert key["machine"] == hostexec.machine_id() and len(key["runtime"]) == 24
+
+
+def test_scalars_and_strided_inputs(tmp_path: Path, reference) -> None:
+    """A rank-0 tensor stays rank 0 and a strided view is read as its values, in both paths."""
+    b = tosa_jax.GraphBuilder()
+    s = b.input("s", (), "INT32")
+    x = b.input("x", (3, 4), "INT32")
+    graph = b.build([b.op("NEGATE", [s, b.const([0], "INT32"), b.const([0], "INT32")], (), "INT32"),
+                     b.op("ABS", [x], (3, 4), "INT32")])
+    data = tosa_jax.write(graph)
+    rng = np.random.default_rng(3)
+    xs = {"s": np.array(-12345, np.int32),
+          "x": rng.integers(-30000, 30000, (4, 3)).astype(np.int32).T}  # not C-contiguous
+    want = reference(data, {k: np.array(v, order="C") for k, v in xs.items()},
+                     list(graph.main.outputs))
+    tosa_jax.load(data, cache=tmp_path).run(xs)  # compiles, fills the cache
+    model = tosa_jax.load(data, cache=tmp_path)
+    got = model.run(xs)
+    assert isinstance(model._host, hostexec.HostExecutable)
+    for name in graph.main.outputs:
+        assert got[name].shape == want[name].shape
+        np.testing.assert_array_equal(got[name], want[name])

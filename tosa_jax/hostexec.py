@@ -1,0 +1,240 @@
+"""Cached CPU executables run through jaxlib's PjRt client alone, without importing JAX.
+
+Importing JAX takes 0.3-0.4 s on this project's CI machine, most of a second process's first
+result when the executable comes from the compile cache (its deserialization takes 2-30 ms).
+Where the caller wants numpy arrays anyway (``Model.run``, ``tosa-jax run``,
+``tosa_jax.reference_model.run``), a cached executable is loaded and run by jaxlib's compiled
+extension (about 60 ms to import) and its outputs read back through DLPack.
+
+An entry (``kind: "host"``) is written beside JAX's own (``tosa_jax.cache``) when the model
+compiles or loads a CPU executable on one device under JAX's default configuration; it holds
+XLA's serialized executable with the shapes and numpy dtypes of its parameters and results.
+Its key needs no JAX: the graph's bytes, tosa_jax's code, the jax/jaxlib builds, ``XLA_FLAGS``
+and the host CPU. Only plain tensors cross this path (BOOL, INT8/16/32, FP16, FP32): wide
+integers, FP8/BF16 and block-scaled tensors need JAX's conversions. Anything unexpected (an
+entry this jaxlib cannot load, a parameter count that does not match) makes the caller use the
+JAX path, which computes the same executable's results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from tosa_jax.cache import CompileCache, code_digest
+
+# TOSA element types whose device arrays are the numpy arrays callers pass and get back.
+PLAIN_TYPES = frozenset({"BOOL", "INT8", "INT16", "INT32", "FP16", "FP32"})
+_PLAIN_NUMPY = frozenset({"bool", "int8", "int16", "int32", "float16", "float32"})
+FORMAT = 1
+
+
+@cache
+def runtime_id() -> str:
+    """The jax and jaxlib builds (their version files, and the size and time of jaxlib's
+    compiled extension), found without importing either."""
+    h = hashlib.sha256()
+    for name in ("jax", "jaxlib"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            return "none"
+        root = list(spec.submodule_search_locations)[0]
+        with open(os.path.join(root, "version.py"), "rb") as f:
+            h.update(f.read())
+        if name == "jaxlib":
+            for e in sorted(os.scandir(root), key=lambda e: e.name):
+                if e.name.startswith("_jax") and e.name.endswith((".so", ".pyd", ".dylib")):
+                    st = e.stat()
+                    h.update(f"{e.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:24]
+
+
+@cache
+def machine_id() -> str:
+    """The host CPU (model and feature flags): XLA's CPU code is built for the machine that
+    compiled it, and a cache directory may be shared between machines."""
+    text = os.uname().machine
+    try:  # Linux: the first processor's block (one read; the whole file can take ms)
+        fd = os.open("/proc/cpuinfo", os.O_RDONLY)
+        try:
+            block = os.read(fd, 1 << 16).decode("ascii", "replace").split("\n\n")[0]
+        finally:
+            os.close(fd)
+        text += "".join(line for line in block.splitlines(keepends=True)
+                        if line.startswith(("vendor_id", "model name", "flags", "Features",
+                                            "CPU implementer", "CPU part")))
+    except OSError:
+        pass
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def host_key(graph_digest: str, args: list[tuple[tuple[int, ...], str]]) -> dict[str, Any]:
+    """The key of the host entry of a graph's executable for these (shape, numpy dtype) args."""
+    return {"kind": "host", "format": FORMAT, "graph": graph_digest, "code": code_digest(),
+            "args": [[list(s), d] for s, d in args], "runtime": runtime_id(),
+            "machine": machine_id(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
+
+
+def entry_of(compiled: Any) -> dict[str, Any] | None:
+    """The host entry of a JAX-compiled executable (``jax.stages.Compiled``, called on the JAX
+    side), or None unless it is a one-device executable whose parameters are the flat
+    arguments and whose results the flat outputs, in order, of plain types and row-major."""
+    try:
+        ins, kwargs = compiled.in_avals
+        outs = [o for o in _leaves(compiled.out_info)]
+        exe = compiled.runtime_executable()
+        if (kwargs or len(exe.get_parameter_layouts()) != len(ins)
+                or len(exe.get_output_layouts()) != len(outs)
+                or len(exe.local_devices()) != 1
+                or any(str(a.dtype) not in _PLAIN_NUMPY for a in (*ins, *outs))
+                or any(tuple(o.format.layout.major_to_minor) != tuple(range(len(o.shape)))
+                       for o in outs)):
+            return None
+        return {"exe": exe.serialize(),
+                "args": [[list(a.shape), str(a.dtype)] for a in ins],
+                "outs": [[list(a.shape), str(a.dtype)] for a in outs]}
+    except Exception:
+        return None
+
+
+def _leaves(tree: Any) -> list[Any]:
+    import jax
+
+    return jax.tree.leaves(tree)
+
+
+# Modules of the PjRt plugins JAX would take as its default backend over the CPU.
+_ACCELERATOR_PLUGINS = ("jax_plugins", "jax_cuda12_plugin", "jax_cuda13_plugin",
+                        "jax_rocm60_plugin", "jax_rocm7_plugin", "libtpu")
+
+
+@cache
+def default_is_cpu() -> bool:
+    """Whether JAX's default device would be a CPU (``JAX_PLATFORMS``, else no accelerator
+    plugin installed): a model asked for no device runs where JAX would run it."""
+    platforms = os.environ.get("JAX_PLATFORMS") or os.environ.get("JAX_PLATFORM_NAME")
+    if platforms:
+        return platforms.split(",")[0].strip().lower() == "cpu"
+    return not any(importlib.util.find_spec(m) is not None for m in _ACCELERATOR_PLUGINS)
+
+
+_CLIENT: Any = None
+_CLIENT_LOCK = threading.Lock()
+
+
+def _client() -> Any:
+    """One CPU client of one device for the process (JAX, if imported, keeps its own)."""
+    global _CLIENT
+    with _CLIENT_LOCK:
+        if _CLIENT is None:
+            from jaxlib import _jax, utils
+
+            if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
+                # XLA's C++ log prints its INFO lines (the client's devices) to stderr until
+                # set up; JAX's import sets it up. Warnings and errors still show.
+                utils.absl_set_stderr_threshold(1)
+
+            _CLIENT = _jax.get_tfrt_cpu_client(asynchronous=False, num_devices=1)
+    return _CLIENT
+
+
+class HostExecutable:
+    """A cached executable loaded on the host client: numpy arrays in, numpy arrays out."""
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        from jaxlib import _hlo, _jax
+
+        client = _client()
+        self.device = client.devices()[0]
+        self.exe = client.deserialize_executable(entry["exe"], _jax.DeviceList((self.device,)))
+        if (len(self.exe.get_parameter_layouts()) != len(entry["args"])
+                or len(self.exe.get_output_layouts()) != len(entry["outs"])):
+            raise ValueError("the executable does not match its entry")
+        self.args = [(tuple(s), np.dtype(d)) for s, d in entry["args"]]
+        self.outs = [(tuple(s), np.dtype(d)) for s, d in entry["outs"]]
+        self.tier, self.need, self.calls = entry.get("tier", 1), entry.get("need", 0), 0
+        sharding = _sharding_class(_jax, _hlo)(self.device)
+        self._put = [(_Aval(s, d), sharding) for s, d in self.args]
+        self._handlers = [_jax.array_result_handler(_Aval(s, d), sharding, True,
+                                                    _skip_checks=True) for s, d in self.outs]
+        self._jax = _jax
+
+    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        j = self._jax
+        if len(arrays) != len(self.args):
+            raise ValueError(f"expected {len(self.args)} arrays, got {len(arrays)}")
+        bufs = []
+        for a, (shape, dtype), (aval, sharding) in zip(arrays, self.args, self._put,
+                                                       strict=True):
+            a = np.asarray(a)
+            if not a.flags.c_contiguous:
+                a = a.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
+            if a.shape != shape or a.dtype != dtype:
+                raise ValueError(f"expected {dtype}{list(shape)}, got {a.dtype}{list(a.shape)}")
+            bufs.append(j.batched_device_put(aval, sharding, [a], [self.device],
+                                             enable_x64=False))
+        results = self.exe.execute_sharded(bufs).consume_with_handlers(self._handlers)
+        return [np.from_dlpack(_DLPack(j.buffer_to_dlpack_managed_tensor(r))) for r in results]
+
+
+def load_entry(store: CompileCache, key: dict[str, Any]) -> HostExecutable | None:
+    """The host executable stored under ``key``, or None (absent, or not loadable here)."""
+    entry = store.get(key)
+    if entry is None:
+        return None
+    try:
+        return HostExecutable(entry)
+    except Exception:
+        return None
+
+
+class _Aval:
+    """What jaxlib's array constructors read of an abstract value."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.shape, self.dtype, self.weak_type = shape, dtype, False
+        self.ndim = len(shape)
+
+
+class _DLPack:
+    """A DLPack capsule of a CPU buffer, as ``np.from_dlpack`` takes it."""
+
+    def __init__(self, capsule: Any) -> None:
+        self.capsule = capsule
+
+    def __dlpack__(self, stream: Any = None, **_: Any) -> Any:
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU, device 0
+
+
+@cache
+def _sharding_class(_jax: Any, _hlo: Any) -> type:
+    """jaxlib's one-device sharding with the few properties that JAX adds in Python and
+    jaxlib's device_put reads."""
+
+    class OneDevice(_jax.SingleDeviceSharding):
+        memory_kind = None
+        is_fully_replicated = True
+        is_fully_addressable = True
+        num_devices = 1
+
+        @property
+        def _device_assignment(self) -> tuple[Any, ...]:
+            return (self._device,)
+
+        @property
+        def device_set(self) -> set[Any]:
+            return {self._device}
+
+        def _to_xla_hlo_sharding(self, num_dimensions: int) -> Any:
+            return _hlo.HloSharding.replicate()
+
+    return OneDevice
