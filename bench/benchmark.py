@@ -410,6 +410,28 @@ def reference_cli(model: Path, work: Path, names_in: list[str], names_out: list[
             "rss_peak": peak}
 
 
+def tosa_jax_cli(model: Path, work: Path, names_out: list[str], n_inputs: int, repeat: int,
+                 exe: str, cache_dir: Path) -> dict:
+    """``tosa-jax run`` from the compile cache the first-result workers filled, as a user runs
+    it again: the whole process (start, imports, .npy I/O), like the reference model's CLI
+    beside it. Its outputs are kept for the check against the reference model's."""
+    out_dir = work / "tj_cli_out"
+    cmd = [exe, "run", str(model), *(str(work / f"in{i}.npy") for i in range(n_inputs)),
+           "-o", str(out_dir)]
+    env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(cache_dir)}
+    times = []
+    for _ in range(max(repeat, 1)):
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        times.append(time.perf_counter() - t0)
+        if p.returncode != 0:
+            return {"error": f"tosa-jax run failed: {p.stdout[-500:]} {p.stderr[-500:]}"}
+    _save_outputs(work / "out_tosa_jax_cli.npz",
+                  [np.load(out_dir / f"{n}.npy") for n in names_out])
+    return {"latency_ms": statistics.median(times) * 1e3, "calls": len(times),
+            "from_cache": "compile cache" in p.stderr + p.stdout}
+
+
 # ---------------------------------------------------------------------------------- parent
 
 
@@ -590,6 +612,11 @@ def bench_model(model: Path, args: argparse.Namespace, gpu: bool) -> dict:
             for tag in ("tosa_jax_first", "tosa_jax_cached"):
                 row[tag] = run_worker(py, "tosa_jax_first", model, work, args, n_in,
                                       ["--cache-dir", str(cache_dir)])
+            tj_exe = Path(py).parent / "tosa-jax"
+            if tj_exe.exists():
+                row["tosa_jax_cli"] = tosa_jax_cli(model, work, names_out, n_in,
+                                                   args.repeat_cli, str(tj_exe), cache_dir)
+                row["tosa_jax_cli"]["check"] = compare(work, "tosa_jax_cli", dtypes)
             row["tosa_jax"] = run_worker(py, "tosa_jax", model, work, args, n_in,
                                          ["--engine-tag", "tosa_jax"])
             row["tosa_jax"]["check"] = compare(work, "tosa_jax", dtypes)
@@ -669,9 +696,10 @@ def print_table(rows: list[dict], machine: dict, batch: int) -> None:
           f"{machine.get('devices')}, load at start {machine.get('loadavg_at_start')}")
     print("\nlatency, batch 1 (ms, median) and throughput, batch "
           f"{batch} (samples/s); ratios > 1 mean tosa_jax is faster")
-    head = (f"{'graph':<22}{'tj ms':>8}{'ref ms':>9}{'refCLI':>8}{'IREE ms':>8}{'x ref':>7}"
+    head = (f"{'graph':<22}{'tj ms':>8}{'ref ms':>9}{'refCLI':>8}{'tjCLI':>7}{'IREE ms':>8}"
+            f"{'x ref':>7}"
             f"{'x IREE':>7}{'tj/s':>9}{'eval/s':>9}{'ref/s':>8}{'IREE/s':>8}{'xIREE':>7}"
-            f"  check tj/IREE")
+            f"  check tj/tjCLI/IREE")
     print(head)
     for r in rows:
         q = r.get("ratios", {})
@@ -679,6 +707,7 @@ def print_table(rows: list[dict], machine: dict, batch: int) -> None:
               f"{_f(_get(r, 'tosa_jax', 'latency_ms'), '.3f', 8)}"
               f"{_f(_get(r, 'reference', 'latency_ms'), '.1f', 9)}"
               f"{_f(_get(r, 'reference_cli', 'latency_ms'), '.0f', 8)}"
+              f"{_f(_get(r, 'tosa_jax_cli', 'latency_ms'), '.0f', 7)}"
               f"{_f(_get(r, 'iree', 'latency_ms'), '.3f', 8)}"
               f"{_f(q.get('vs_reference_latency'), '.0f', 7)}"
               f"{_f(q.get('vs_iree_latency'), '.2f', 7)}"
@@ -687,7 +716,8 @@ def print_table(rows: list[dict], machine: dict, batch: int) -> None:
               f"{_f(_get(r, 'reference', 'throughput'), '.1f', 8)}"
               f"{_f(_get(r, 'iree', 'throughput'), '.0f', 8)}"
               f"{_f(q.get('vs_iree_evaluate'), '.2f', 7)}"
-              f"  {_check_mark(r, 'tosa_jax')}/{_check_mark(r, 'iree')}")
+              f"  {_check_mark(r, 'tosa_jax')}/{_check_mark(r, 'tosa_jax_cli')}/"
+              f"{_check_mark(r, 'iree')}")
     print("\nfirst result (s; a fresh process: load + first call, after import; 'cached': a "
           "second process, compile cache filled), trace+lower per operator (ms), XLA compile "
           "(s), and peak memory (MiB: process high-water mark; XLA: compiled estimate)")
@@ -739,11 +769,11 @@ def print_table(rows: list[dict], machine: dict, batch: int) -> None:
               f"{_f(_cpu_per_sample(r, 'iree'), '.3f', 9)}"
               f"{_f(q.get('cpu_vs_iree_throughput'), '.2f', 8)}")
     errors = [(r["graph"], e, r[e]["error"]) for r in rows for e in
-              ("tosa_jax", "tosa_jax_first", "tosa_jax_cached", "tosa_jax_gpu", "reference",
-               "reference_cli", "iree")
+              ("tosa_jax", "tosa_jax_first", "tosa_jax_cached", "tosa_jax_cli", "tosa_jax_gpu",
+               "reference", "reference_cli", "iree")
               if isinstance(r.get(e), dict) and "error" in r[e]]
     wrong = [(r["graph"], e, r[e]["check"]["detail"]) for r in rows
-             for e in ("tosa_jax", "tosa_jax_gpu", "iree")
+             for e in ("tosa_jax", "tosa_jax_cli", "tosa_jax_gpu", "iree")
              if isinstance(r.get(e), dict) and r[e].get("check", {}).get("match") is False]
     for g, e, msg in errors:
         print(f"ERROR {g} {e}: {msg}")

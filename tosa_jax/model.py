@@ -108,7 +108,8 @@ class Model:
 
     * ``model(*arrays)`` or ``model(**by_name)``: one output returns an array, several a tuple
       in output order. Outputs are JAX arrays, except INT48 and INT64 outputs: numpy int64.
-    * ``model.run({name: array}) -> {name: numpy array}`` for name-based use.
+    * ``model.run({name: array}) -> {name: numpy array}`` for name-based use. From the compile
+      cache it runs without importing JAX where it can (``tosa_jax.hostexec``).
     * ``model.fn``: the pure JAX function (inputs in order -> tuple of outputs), for use in the
       caller's own ``jit``/``vmap``/``grad``. It always returns a tuple, even of one output, so
       that code transforming it sees one pytree structure whatever the graph; INT48 and INT64
@@ -602,7 +603,8 @@ class Model:
         return intermediates(self, *inputs, names=names, constants=constants, batched=batched)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Run on inputs given by name; returns numpy outputs by name."""
+        """Run on inputs given by name; returns numpy outputs by name. An executable from the
+        compile cache runs without JAX where the host path takes it (``tosa_jax.hostexec``)."""
         if not isinstance(inputs, Mapping):
             raise TosaInputError("run() takes a mapping {input name: array}")
         bound = self._bind((), inputs)
