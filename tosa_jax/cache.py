@@ -130,10 +130,6 @@ class CompileCache:
     def path(self, key: dict[str, Any]) -> Path:
         return self.directory / (hashlib.sha256(self.key_text(key)).hexdigest() + self.suffix)
 
-    def contains(self, key: dict[str, Any]) -> bool:
-        """Whether an entry is stored under ``key`` (not read, so not checked)."""
-        return self.path(key).exists()
-
     def get(self, key: dict[str, Any]) -> Any | None:
         """The payload stored under ``key``, or None (absent, damaged or foreign: removed)."""
         path = self.path(key)

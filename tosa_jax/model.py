@@ -431,7 +431,8 @@ class Model:
             payload = _serialize(exe)
             if payload is not None:
                 self.cache.put(key, {**payload, "need": need, "temp": temp, "tier": tier})
-        self._put_host(args, exe, need, tier, fresh=entry is None)
+        if entry is None:
+            self._put_host(args, exe, need, tier)
         # A quick executable keeps its lowering (constants included) for the optimized compile
         # that replaces it after the first call, where a cache will keep that one.
         keep = entry is None and tier == 0 and self.cache is not None
@@ -449,12 +450,12 @@ class Model:
             return None
         return hostexec.host_key(self._digest, [(s.shape, s.np_dtype.name) for s in self.inputs])
 
-    def _put_host(self, args: tuple[Any, ...], exe: Any, need: int, tier: int,
-                  fresh: bool) -> None:
-        """Store the host entry of an executable just compiled (or, from JAX's entry, when the
-        cache has none yet): CPU device 0, JAX's default configuration, plain tensors."""
+    def _put_host(self, args: tuple[Any, ...], exe: Any, need: int, tier: int) -> None:
+        """Store the host entry of an executable just compiled: CPU device 0, JAX's default
+        configuration, plain tensors. (Not of one loaded from the cache: XLA serializes a
+        deserialized CPU executable without its object code, and running that fails.)"""
         key = self._host_key()
-        if key is None or (not fresh and self.cache.contains(key)):
+        if key is None:
             return
         devices = {d for a in jax.tree.leaves(args) for d in _devices(a)} or {jax.devices()[0]}
         if (len(devices) != 1 or next(iter(devices)).platform != "cpu"
@@ -486,7 +487,11 @@ class Model:
                 self._host = False
                 return None
             host.calls += 1
-        return host(arrays)
+        try:
+            return host(arrays)
+        except Exception:  # XLA could not run it (nothing else can raise here): JAX's way
+            self._host = False
+            return None
 
     def xla_options(self, args: tuple[Any, ...] = ()) -> dict[str, Any]:
         """XLA's compile options for this graph on the devices of ``args`` (see

@@ -229,3 +229,24 @@ def test_scalars_and_strided_inputs(tmp_path: Path, reference) -> None:
     for name in graph.main.outputs:
         assert got[name].shape == want[name].shape
         np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_an_entry_that_fails_to_run_goes_the_jax_way(tmp_path: Path) -> None:
+    """XLA serializes a CPU executable it deserialized without its object code: it loads, then
+    fails to run ("Function ... not found"). Such an entry is never written (only freshly
+    compiled executables are), and one that fails anyway is left for the JAX path."""
+    model, xs = _compiled(tmp_path)
+    want = model.run(xs)
+    (entry,) = _host_entries(tmp_path)
+    entry.unlink()
+    from_jax_cache = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+    from_jax_cache.run(xs)
+    assert from_jax_cache.compile_source == "cache" and _host_entries(tmp_path) == []
+    (slot,) = from_jax_cache._executables.values()
+    broken = hostexec.entry_of(slot.exe)
+    CompileCache(tmp_path).put(from_jax_cache._host_key(), {**broken, "need": 0, "tier": 1})
+    again = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+    got = again.run(xs)
+    assert again._host is False and again._executables
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
