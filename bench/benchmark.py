@@ -30,8 +30,9 @@ The reference model is timed in-process through its Python binding (``tosa_refer
 no process start, no file I/O: the stricter comparison for us) and, once or a few times, as the
 command line a user would run (process start and .npy I/O included); ``tosa-jax run`` is timed
 the same way (``tjCLI``), a new process each time, from the compile cache the first-result
-workers filled (it runs without importing JAX: ``tosa_jax.hostexec``). Its batch-N loop covers
-fewer samples on slow graphs (``--ref-budget`` seconds): the count is in the JSON.
+workers filled (it runs without importing JAX: ``tosa_jax.hostexec``). The reference model's
+batch-N loop covers fewer samples on slow graphs (``--ref-budget`` seconds): the count is in
+the JSON.
 
 Every engine's batch-1 outputs are compared with the reference model's: integer outputs must be
 identical, float outputs within a relative tolerance; a mismatch is flagged in the table.
