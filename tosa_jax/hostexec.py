@@ -1,13 +1,14 @@
 """Cached CPU executables run through jaxlib's PjRt client alone, without importing JAX.
 
 Importing JAX takes 0.3-0.4 s on this project's CI machine, most of a second process's first
-result when the executable comes from the compile cache (its deserialization takes 2-30 ms).
+result when the executable comes from the compile cache (XLA rebuilds it in 2 to ~300 ms).
 Where the caller wants numpy arrays anyway (``Model.run``, ``tosa-jax run``,
 ``tosa_jax.reference_model.run``), a cached executable is loaded and run by jaxlib's compiled
-extension (about 60 ms to import) and its outputs read back through DLPack.
+extension (40-60 ms to load) and its outputs read back through DLPack.
 
 An entry (``kind: "host"``) is written beside JAX's own (``tosa_jax.cache``) when the model
-compiles or loads a CPU executable on one device under JAX's default configuration; it holds
+compiles a CPU executable on one device under JAX's default configuration (not when it loads one:
+XLA re-serializes a deserialized CPU executable without its object code); it holds
 XLA's serialized executable with the shapes and numpy dtypes of its parameters and results.
 Its key needs no JAX: the graph's bytes, tosa_jax's code, the jax/jaxlib builds, ``XLA_FLAGS``
 and the host CPU. Only plain tensors cross this path (BOOL, INT8/16/32, FP16, FP32): wide
