@@ -110,6 +110,39 @@ def _leaves(tree: Any) -> list[Any]:
     return jax.tree.leaves(tree)
 
 
+# jaxlib releases whose private client API (device_put, result handlers, DLPack export) this
+# module was written and tested against; on others the JAX path runs, unless
+# TOSA_JAX_HOSTEXEC=1 asks for this one (=0 turns it off everywhere).
+TESTED_JAXLIB = ("0.10.",)
+
+
+@cache
+def enabled() -> bool:
+    """Whether the host path may be used: ``TOSA_JAX_HOSTEXEC``, else a tested jaxlib."""
+    env = os.environ.get("TOSA_JAX_HOSTEXEC", "").strip().lower()
+    if env in ("0", "off", "false", "no"):
+        return False
+    if env in ("1", "on", "true", "yes"):
+        return True
+    return _jaxlib_version().startswith(TESTED_JAXLIB)
+
+
+def _jaxlib_version() -> str:
+    """jaxlib's version, read from its version file without importing jaxlib."""
+    spec = importlib.util.find_spec("jaxlib")
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("_version") and "=" in line:
+                    return line.split("=", 1)[1].strip().strip("\"'")
+    except OSError:
+        pass
+    return ""
+
+
 # Modules of the PjRt plugins JAX would take as its default backend over the CPU.
 _ACCELERATOR_PLUGINS = ("jax_plugins", "jax_cuda12_plugin", "jax_cuda13_plugin",
                         "jax_rocm60_plugin", "jax_rocm7_plugin", "libtpu")

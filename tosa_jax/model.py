@@ -442,9 +442,10 @@ class Model:
 
     def _host_key(self) -> dict[str, Any] | None:
         """The key of this graph's host entry; None where the host path does not apply: no
-        cache, a device asked for, variables, or tensors that are not plain numpy arrays."""
+        cache, a device asked for, variables, tensors that are not plain numpy arrays, or a
+        jaxlib it was not tested on (``hostexec.enabled``)."""
         if (self.cache is None or self.device is not None or self.variables
-                or self._digest is None
+                or self._digest is None or not hostexec.enabled()
                 or any(s.dtype not in hostexec.PLAIN_TYPES or s.block_size
                        for s in (*self.inputs, *self.outputs))):
             return None

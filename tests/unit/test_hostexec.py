@@ -250,3 +250,21 @@ def test_an_entry_that_fails_to_run_goes_the_jax_way(tmp_path: Path) -> None:
     assert again._host is False and again._executables
     for k in want:
         np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_turned_off_or_untested_jaxlib(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """TOSA_JAX_HOSTEXEC=0 turns the host path off; a jaxlib it was not tested on gets the JAX
+    path unless TOSA_JAX_HOSTEXEC=1 asks for it."""
+    model, xs = _compiled(tmp_path)
+    assert model._host_key() is not None
+    for env, version, on in (("0", "0.10.2", False), ("", "0.11.0", False), ("1", "0.11.0", True),
+                             ("", "0.10.9", True)):
+        hostexec.enabled.cache_clear()
+        monkeypatch.setenv("TOSA_JAX_HOSTEXEC", env)
+        monkeypatch.setattr(hostexec, "_jaxlib_version", lambda v=version: v)
+        assert hostexec.enabled() is on, (env, version)
+        assert (model._host_key() is not None) is on
+    hostexec.enabled.cache_clear()
+    monkeypatch.undo()
+    hostexec.enabled.cache_clear()
+    assert hostexec.enabled()
