@@ -4,7 +4,7 @@ compare_models on the INT8 and FP32 exports of one network."""
 
 from __future__ import annotations
 
-import sys
+import importlib
 
 import numpy as np
 import pytest
@@ -25,7 +25,9 @@ def _no_run(monkeypatch) -> None:
     """Fail if evaluate gets as far as building its batched function."""
     def boom(*a, **k):
         raise AssertionError("evaluate ran before refusing")
-    monkeypatch.setattr(sys.modules["tosa_jax.evaluate"], "batched", boom)
+    # the module itself (tosa_jax.evaluate the attribute is the function), imported here: the
+    # test must not depend on another test of its worker having imported it first
+    monkeypatch.setattr(importlib.import_module("tosa_jax.evaluate"), "batched", boom)
 
 
 def test_accuracy_refused_on_a_multi_axis_output(monkeypatch) -> None:
