@@ -11,14 +11,16 @@ compiles a CPU executable on one device under JAX's default configuration (not w
 XLA re-serializes a deserialized CPU executable without its object code); it holds
 XLA's serialized executable with the shapes and numpy dtypes of its parameters and results.
 Its key needs no JAX: the graph's bytes, tosa_jax's code, the jax/jaxlib builds, ``XLA_FLAGS``
-and the host CPU. Only plain tensors cross this path (BOOL, INT8/16/32, FP16, FP32): wide
-integers, FP8/BF16 and block-scaled tensors need JAX's conversions. Anything unexpected (an
+and the host CPU. Only plain tensors cross this path (BOOL, INT8/16/32, FP16, FP32, BF16, FP8;
+numpy imports no DLPack tensor of the last two, so their bytes are copied out): wide and packed
+integers, FP6 codes and block-scaled tensors need JAX's conversions. Anything unexpected (an
 entry this jaxlib cannot load, a parameter count that does not match) makes the caller use the
 JAX path, which computes the same executable's results.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.util
 import os
@@ -31,8 +33,12 @@ import numpy as np
 from tosa_jax.cache import CompileCache, code_digest
 
 # TOSA element types whose device arrays are the numpy arrays callers pass and get back.
-PLAIN_TYPES = frozenset({"BOOL", "INT8", "INT16", "INT32", "FP16", "FP32"})
-_PLAIN_NUMPY = frozenset({"bool", "int8", "int16", "int32", "float16", "float32"})
+PLAIN_TYPES = frozenset({"BOOL", "INT8", "INT16", "INT32", "FP16", "FP32", "BF16", "FP8E4M3",
+                         "FP8E5M2"})
+_PLAIN_NUMPY = frozenset({"bool", "int8", "int16", "int32", "float16", "float32", "bfloat16",
+                          "float8_e4m3fn", "float8_e5m2"})
+# numpy imports no DLPack tensor of these (ml_dtypes') types: their bytes are copied instead.
+_RAW_DLPACK = frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2"})
 FORMAT = 1
 
 
@@ -214,7 +220,8 @@ class HostExecutable:
             bufs.append(j.batched_device_put(aval, sharding, [a], [self.device],
                                              enable_x64=False))
         results = self.exe.execute_sharded(bufs).consume_with_handlers(self._handlers)
-        return [np.from_dlpack(_DLPack(j.buffer_to_dlpack_managed_tensor(r))) for r in results]
+        return [_to_numpy(j.buffer_to_dlpack_managed_tensor(r), shape, dtype)
+                for r, (shape, dtype) in zip(results, self.outs, strict=True)]
 
 
 def load_entry(store: CompileCache, key: dict[str, Any]) -> HostExecutable | None:
@@ -234,6 +241,35 @@ class _Aval:
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.shape, self.dtype, self.weak_type = shape, dtype, False
         self.ndim = len(shape)
+
+
+def _to_numpy(capsule: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A result's DLPack capsule as a numpy array: imported (no copy) where numpy can, else its
+    bytes copied out (BF16, FP8) while the capsule holds the buffer."""
+    if dtype.name not in _RAW_DLPACK:
+        return np.from_dlpack(_DLPack(capsule))
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    t = _DLTensor.from_address(get(capsule, b"dltensor"))
+    dims = tuple(t.shape[i] for i in range(t.ndim))
+    if dims != shape or t.bits != 8 * dtype.itemsize or t.lanes != 1:
+        raise ValueError(f"a result of {dims}, {t.bits} bits, is not {dtype}{list(shape)}")
+    if t.strides and any(t.strides[i] != int(np.prod(dims[i + 1:], dtype=np.int64))
+                         for i in range(t.ndim)):
+        raise ValueError("a result that is not row-major")
+    nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    raw = (ctypes.c_char * nbytes).from_address(t.data + t.byte_offset) if nbytes else b""
+    return np.frombuffer(raw, np.uint8).copy().view(dtype).reshape(shape)
+
+
+class _DLTensor(ctypes.Structure):
+    """DLPack's DLTensor (dlpack.h): the fields up to byte_offset, in order."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
 class _DLPack:

@@ -154,17 +154,39 @@ def test_not_written_outside_the_default_configuration(tmp_path: Path) -> None:
 
 
 def test_only_plain_tensors() -> None:
-    """BF16, FP8, wide integers and block-scaled tensors need JAX's conversions."""
-    for dtype in ("BF16", "FP8E4M3", "INT48"):
+    """Wide integers (INT48), packed and coded types (INT4, FP6) and block-scaled tensors need
+    JAX's conversions; BOOL, INT8/16/32, FP16/32, BF16 and FP8 cross as they are."""
+    for dtype, plain in (("INT48", False), ("INT4", False), ("INT8", True), ("BF16", True),
+                         ("FP8E5M2", True)):
         b = tosa_jax.GraphBuilder()
         x = b.input("x", (2, 3), dtype)
         graph = b.build([b.op("IDENTITY", [x], (2, 3), dtype)])
         model = tosa_jax.load(tosa_jax.write(graph), cache=Path("/nonexistent"))
-        assert model.cache is not None and model._host_key() is None, dtype
+        assert model.cache is not None and (model._host_key() is not None) is plain, dtype
+
+
+def test_bf16_and_fp8_cross_as_bits(tmp_path: Path, reference) -> None:
+    """BF16 in, BF16 and FP8 out: numpy imports no DLPack tensor of them, so the host path copies
+    their bytes; the reference model's bits, and the JAX path's."""
+    import ml_dtypes
+
     b = tosa_jax.GraphBuilder()
-    x = b.input("x", (2, 3), "INT8")
-    graph = b.build([b.op("IDENTITY", [x], (2, 3), "INT8")])
-    assert tosa_jax.load(tosa_jax.write(graph), cache=Path("/nonexistent"))._host_key()
+    x, y = b.input("x", (4, 5), "BF16"), b.input("y", (4, 5), "BF16")
+    s = b.op("ADD", [x, y], (4, 5), "BF16", name="s")
+    graph = b.build([s, b.op("CAST", [s], (4, 5), "FP8E4M3", name="f8")])
+    data = tosa_jax.write(graph)
+    rng = np.random.default_rng(5)
+    xs = {k: (rng.standard_normal((4, 5)) * 4).astype(ml_dtypes.bfloat16) for k in ("x", "y")}
+    want = reference(data, xs, ["s", "f8"])
+    jax_path = tosa_jax.load(data, cache=tmp_path).run(xs)  # compiles, writes the host entry
+    model = tosa_jax.load(data, cache=tmp_path)
+    got = model.run(xs)
+    assert isinstance(model._host, hostexec.HostExecutable)
+    for name in ("s", "f8"):
+        bits = np.dtype(f"u{got[name].dtype.itemsize}")
+        assert got[name].dtype == jax_path[name].dtype
+        np.testing.assert_array_equal(got[name].view(bits), jax_path[name].view(bits))
+        np.testing.assert_array_equal(got[name].view(bits), np.asarray(want[name]).view(bits))
 
 
 def test_damaged_or_unloadable_entries_go_the_jax_way(tmp_path: Path) -> None:
