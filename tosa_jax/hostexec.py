@@ -2,9 +2,9 @@
 
 Importing JAX takes 0.3-0.4 s on this project's CI machine, most of a second process's first
 result when the executable comes from the compile cache (XLA rebuilds it in 2 to ~300 ms).
-Where the caller wants numpy arrays anyway (``Model.run``, ``tosa-jax run``,
-``tosa_jax.reference_model.run``), a cached executable is loaded and run by jaxlib's compiled
-extension (40-60 ms to load) and its outputs read back through DLPack.
+Where the caller gets numpy arrays (``model(x)`` of a model on the host, ``Model.run``,
+``tosa-jax run``, ``tosa_jax.reference_model.run``), a cached executable is loaded and run by
+jaxlib's compiled extension (40-60 ms to load) and its outputs read back through DLPack.
 
 An entry (``kind: "host"``) is written beside JAX's own (``tosa_jax.cache``) when the model
 compiles a CPU executable on one device under JAX's default configuration (not when it loads one:

@@ -35,7 +35,7 @@ from tosa_jax.limits import Limits, check_graph, human_bytes
 
 class _LazyJax:
     """JAX, imported where a model first needs it: a model that runs its executable from the
-    compile cache through ``tosa_jax.hostexec`` (``Model.run``, ``tosa-jax run``) never does."""
+    compile cache through ``tosa_jax.hostexec`` never does."""
 
     def __getattr__(self, name: str) -> Any:
         import jax as module
@@ -107,9 +107,11 @@ class Model:
     """A loaded TOSA graph. Call it like a function; it compiles once per input signature.
 
     * ``model(*arrays)`` or ``model(**by_name)``: one output returns an array, several a tuple
-      in output order. Outputs are JAX arrays, except INT48 and INT64 outputs: numpy int64.
-    * ``model.run({name: array}) -> {name: numpy array}`` for name-based use. From the compile
-      cache it runs without importing JAX where it can (``tosa_jax.hostexec``).
+      in output order. Outputs are numpy arrays where the model runs on the host (no ``device``
+      asked for and JAX's default device a CPU: ``model.host_outputs``), so that a call served
+      from the compile cache needs no JAX (``tosa_jax.hostexec``); JAX arrays on the device
+      otherwise. INT48 and INT64 outputs are numpy int64 either way.
+    * ``model.run({name: array}) -> {name: numpy array}`` for name-based use.
     * ``model.fn``: the pure JAX function (inputs in order -> tuple of outputs), for use in the
       caller's own ``jit``/``vmap``/``grad``. It always returns a tuple, even of one output, so
       that code transforming it sees one pytree structure whatever the graph; INT48 and INT64
@@ -170,6 +172,8 @@ class Model:
             floats = meta["floats"]
             self.conv_kinds = meta["conv_kinds"]
         self.device = _device(device)
+        # model(...) returns numpy arrays (the host's), not JAX arrays: see the class docstring
+        self.host_outputs = self.device is None and hostexec.default_is_cpu()
         self._state: dict[str, Any] = {}
         self._state_lock = threading.Lock()
         if self.variables:
@@ -514,9 +518,6 @@ class Model:
                                                  lowered=slot.lowered)
         return self
 
-    def _execute(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
-        return self._execute_bound(self._bind(args, kwargs))
-
     def _execute_bound(self, bound: list[Any]) -> tuple[Any, ...]:
         if not self.variables:
             return self._call(tuple(bound))
@@ -559,9 +560,17 @@ class Model:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         outs = tuple(value_to_host(o, spec.dtype)
-                     if isinstance(o, Wide) or spec.dtype in CODE_TYPES or spec.block_size else o
-                     for spec, o in zip(self.outputs, self._execute(args, kwargs), strict=False))
+                     if isinstance(o, Wide) or spec.dtype in CODE_TYPES or spec.block_size
+                     else np.asarray(o) if self.host_outputs else o
+                     for spec, o in zip(self.outputs, self._outputs(self._bind(args, kwargs)),
+                                        strict=False))
         return outs[0] if len(outs) == 1 else outs
+
+    def _outputs(self, bound: list[Any]) -> tuple[Any, ...] | list[np.ndarray]:
+        """The outputs for bound inputs: from the cached executable without JAX where the host
+        path takes it, else through JAX."""
+        outs = self._host_run(bound)
+        return self._execute_bound(bound) if outs is None else outs
 
     # -- intermediates (tosa_jax.inspect) -------------------------------------------------
 
@@ -613,10 +622,7 @@ class Model:
         compile cache runs without JAX where the host path takes it (``tosa_jax.hostexec``)."""
         if not isinstance(inputs, Mapping):
             raise TosaInputError("run() takes a mapping {input name: array}")
-        bound = self._bind((), inputs)
-        outs = self._host_run(bound)
-        if outs is None:
-            outs = self._execute_bound(bound)
+        outs = self._outputs(self._bind((), inputs))
         return {spec.name: value_to_host(o, spec.dtype)
                 for spec, o in zip(self.outputs, outs, strict=False)}
 

@@ -325,10 +325,7 @@ def _execute(model: Model, args: list[np.ndarray], zero_variables: bool) -> list
     state is neither read nor changed, so calls never see each other's writes."""
     bound = model._bind(tuple(args), {})
     if not model.variables:
-        # from the compile cache without JAX where it can (tosa_jax.hostexec)
-        outs = model._host_run(bound)
-        if outs is None:
-            outs = model._call(tuple(bound))
+        outs = model._outputs(bound)  # from the compile cache without JAX where it can
     else:
         from tosa_jax.executor import initial_state
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tosa_jax
+from tosa_jax import hostexec
 from tosa_jax.cache import SUFFIX, CompileCache, open_cache
 from tosa_jax.cli import main as cli
 
@@ -23,19 +24,26 @@ CNN = FIXTURES / "cnn_int8.tosa"
 X = np.load(FIXTURES / "cnn_int8.input.npy")
 
 
+@pytest.fixture(autouse=True)
+def _jax_entries_only(monkeypatch: pytest.MonkeyPatch):
+    """These tests are about JAX's entries, so the host path (tosa_jax.hostexec, tested in
+    test_hostexec.py) is off here and in the subprocesses, which inherit the environment: no
+    host entries are written and model(x) from the cache goes through JAX's."""
+    monkeypatch.setenv("TOSA_JAX_HOSTEXEC", "0")
+    hostexec.enabled.cache_clear()
+    yield
+    monkeypatch.undo()
+    hostexec.enabled.cache_clear()
+
+
 def _entries(d: Path) -> list[Path]:
     return sorted(d.glob("*" + SUFFIX))
 
 
 def _executables(d: Path) -> list[Path]:
-    """The entries that hold JAX's executables (the others, of a few hundred bytes, record a
-    loaded graph's inputs and outputs, so that a cached run need not read the graph; host
-    entries hold the same executable for tosa_jax.hostexec, see test_hostexec.py)."""
-    return [p for p in _entries(d) if p.stat().st_size > 4096 and not _is_host(p)]
-
-
-def _is_host(p: Path) -> bool:
-    return b'"kind":"host"' in p.read_bytes()[:4096]
+    """The entries that hold executables (the others, of a few hundred bytes, record a loaded
+    graph's inputs and outputs, so that a cached run need not read the graph)."""
+    return [p for p in _entries(d) if p.stat().st_size > 4096]
 
 
 def _run(d: Path, **kw) -> tuple[np.ndarray, str | None]:
@@ -57,7 +65,7 @@ def test_second_process_loads_the_executable(tmp_path: Path, reference) -> None:
     assert [r[0] for r in runs] == ["compiled", "cache"]
     # from the cache nothing is read, validated or traced: none of those modules is imported
     assert runs[1][2] == []
-    assert len(_entries(tmp_path)) == 3 and len(_executables(tmp_path)) == 1
+    assert len(_entries(tmp_path)) == 2 and len(_executables(tmp_path)) == 1
     ref = reference(CNN, {tosa_jax.load(CNN, cache=False).inputs[0].name: X},
                     [tosa_jax.load(CNN, cache=False).outputs[0].name])
     want = next(iter(ref.values()))
@@ -129,10 +137,9 @@ def test_cli_shows_and_clears(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     _run(tmp_path)
     assert cli(["cache", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    n = len(_entries(tmp_path))  # the model's record, JAX's executable and the host entry
-    assert n == 3 and str(tmp_path) in out and f"{n} entries" in out
+    assert str(tmp_path) in out and "2 entries" in out
     assert cli(["cache", "--dir", str(tmp_path), "--clear"]) == 0
-    assert f"removed {n}" in capsys.readouterr().out
+    assert "removed 2" in capsys.readouterr().out
     assert _entries(tmp_path) == []
 
 
@@ -229,7 +236,9 @@ def test_cached_executable_runs_on_its_device(tmp_path: Path) -> None:
             "for dev in (None, jax.devices()[3]):\n"
             f"    m = tosa_jax.load({str(CNN)!r}, device=dev)\n"
             "    y = m(x)\n"
-            "    out.append([m.compile_source, sorted(d.id for d in y.devices()),\n"
+            "    (slot,) = m._executables.values()  # (default device: y is a numpy array)\n"
+            "    devices = slot.exe.runtime_executable().local_devices()\n"
+            "    out.append([m.compile_source, sorted(d.id for d in devices),\n"
             "                np.asarray(y).tolist()])\n"
             "print(json.dumps(out))\n")
     env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(tmp_path), "JAX_PLATFORMS": "cpu"}

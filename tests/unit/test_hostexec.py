@@ -290,3 +290,28 @@ def test_turned_off_or_untested_jaxlib(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.undo()
     hostexec.enabled.cache_clear()
     assert hostexec.enabled()
+
+
+def test_model_call_from_the_cache_without_jax(tmp_path: Path, reference) -> None:
+    """``model(x)`` on the host returns numpy arrays, compiled (through JAX) or from the cache (a
+    second process that never imports JAX), with the reference model's integers; a model asked
+    for a device returns JAX arrays on it."""
+    code = ("import sys, json, numpy as np, tosa_jax\n"
+            f"m = tosa_jax.load({str(FIXTURES / 'cnn_int8.tosa')!r})\n"
+            f"y = m(np.load({str(FIXTURES / 'cnn_int8.input.npy')!r}))\n"
+            "print(json.dumps([type(y).__name__, m.compile_source, 'jax' in sys.modules,\n"
+            "                  y.tolist()]))\n")
+    env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(tmp_path)}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                      capture_output=True, text=True).stdout.splitlines()[-1])
+            for _ in range(2)]
+    assert [r[:3] for r in runs] == [["ndarray", "compiled", True], ["ndarray", "cache", False]]
+    probe = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    x = np.load(FIXTURES / "cnn_int8.input.npy")
+    want = reference(FIXTURES / "cnn_int8.tosa", {probe.inputs[0].name: x},
+                     [probe.outputs[0].name])[probe.outputs[0].name]
+    for r in runs:
+        np.testing.assert_array_equal(np.asarray(r[3], want.dtype), want)
+    assert probe.host_outputs and type(probe(x)) is np.ndarray
+    on_cpu = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False, device="cpu")
+    assert not on_cpu.host_outputs and isinstance(on_cpu(x), jax.Array)

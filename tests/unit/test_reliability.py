@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tosa_jax
-from tosa_jax import limits
+from tosa_jax import hostexec, limits
 from tosa_jax.testing import fuzz, leak
 
 
@@ -291,29 +291,40 @@ def test_eight_threads_calling_one_model(graph: str, seeds: dict[str, bytes]) ->
     expected_model = tosa_jax.load(data)
     xs = _inputs(expected_model, 32, seed=9)
     expected = [_as_numpy(expected_model(*(x[i] for x in xs))) for i in range(32)]
-    model = tosa_jax.load(data)  # fresh: the threads race for its first (compiling) call too
-    start = threading.Barrier(8)
-    errors: list[BaseException] = []
-    mismatches: list[tuple[int, int]] = []
 
-    def work(t: int) -> None:
-        try:
-            start.wait()
-            for _round in range(3):
-                for i in range(t, 32, 8):
-                    got = _as_numpy(model(*(x[i] for x in xs)))
-                    if any(g.tobytes() != e.tobytes() for g, e in zip(got, expected[i])):
-                        mismatches.append((t, i))
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+    def race(model: tosa_jax.Model) -> None:
+        start = threading.Barrier(8)
+        errors: list[BaseException] = []
+        mismatches: list[tuple[int, int]] = []
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and not mismatches, (errors, mismatches)
+        def work(t: int) -> None:
+            try:
+                start.wait()
+                for _round in range(3):
+                    for i in range(t, 32, 8):
+                        got = _as_numpy(model(*(x[i] for x in xs)))
+                        if any(g.tobytes() != e.tobytes() for g, e in zip(got, expected[i])):
+                            mismatches.append((t, i))
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and not mismatches, (errors, mismatches)
+
+    # fresh, no cache: the threads race for its first (compiling) call too
+    model = tosa_jax.load(data, cache=False)
+    race(model)
     assert len(model._executables) == 1
+    # from the compile cache (the optimized executable: a quick-tier one runs once without
+    # JAX), the threads share the executable run without JAX
+    expected_model.compile(*(x[0] for x in xs))
+    cached = tosa_jax.load(data)
+    race(cached)
+    assert isinstance(cached._host, hostexec.HostExecutable) and not cached._executables
 
 
 # ---------------------------------------------------------------------------- no state leaks
