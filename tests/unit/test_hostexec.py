@@ -52,6 +52,15 @@ def _inputs(model: tosa_jax.Model, name: str, tmp: Path) -> list[Path]:
     return paths
 
 
+def _two_processes(code: str, cache: Path, *argv: str) -> list:
+    """``code`` run in two fresh processes, one after the other, on the compile cache
+    ``cache``: the JSON each prints last."""
+    env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(cache)}
+    return [json.loads(subprocess.run([sys.executable, "-c", code, *argv], env=env, check=True,
+                                      capture_output=True, text=True).stdout.splitlines()[-1])
+            for _ in range(2)]
+
+
 def _host_entries(d: Path) -> list[Path]:
     return [p for p in d.glob("*.xla") if b'"kind":"host"' in p.read_bytes()[:4096]]
 
@@ -62,10 +71,7 @@ def test_second_process_runs_without_jax(name: str, tmp_path: Path, reference) -
     cache = tmp_path / "cache"
     probe = tosa_jax.load(path, cache=False)
     xs = _inputs(probe, name, tmp_path)
-    env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(cache)}
-    runs = [json.loads(subprocess.run([sys.executable, "-c", SECOND, str(path), *map(str, xs)],
-                                      env=env, check=True, capture_output=True,
-                                      text=True).stdout.splitlines()[-1]) for _ in range(2)]
+    runs = _two_processes(SECOND, cache, str(path), *map(str, xs))
     assert runs[0]["source"] == "compiled" and runs[0]["jax"]
     assert len(_host_entries(cache)) == 1
     second = runs[1]
@@ -301,10 +307,7 @@ def test_model_call_from_the_cache_without_jax(tmp_path: Path, reference) -> Non
             f"y = m(np.load({str(FIXTURES / 'cnn_int8.input.npy')!r}))\n"
             "print(json.dumps([type(y).__name__, m.compile_source, 'jax' in sys.modules,\n"
             "                  y.tolist()]))\n")
-    env = {**os.environ, "TOSA_JAX_CACHE_DIR": str(tmp_path)}
-    runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                      capture_output=True, text=True).stdout.splitlines()[-1])
-            for _ in range(2)]
+    runs = _two_processes(code, tmp_path)
     assert [r[:3] for r in runs] == [["ndarray", "compiled", True], ["ndarray", "cache", False]]
     probe = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
     x = np.load(FIXTURES / "cnn_int8.input.npy")
