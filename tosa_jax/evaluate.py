@@ -354,7 +354,8 @@ def _compiled_step(model: Model, sharding: NamedSharding, args: list[Any], chunk
     shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
                           args)
     compiled = compile_lowered(step.lower(*shapes),
-                               xla_options(model.conv_kinds, mesh.devices.flat[0].platform))
+                               xla_options(model.conv_kinds, mesh.devices.flat[0].platform,
+                                           model.float_macs))
     need, _ = compiled_bytes(compiled)
     devices = mesh.devices.size
     if need > model.limits.max_bytes * devices:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sys
 import threading
@@ -158,6 +159,7 @@ class Model:
                               for k, t in graph_variables(graph).items()]
             floats = _has_floats(graph)
             self.conv_kinds = _conv_kinds(graph)
+            self.float_macs = _float_macs(graph)
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs
@@ -171,6 +173,7 @@ class Model:
             self.variables = []
             floats = meta["floats"]
             self.conv_kinds = meta["conv_kinds"]
+            self.float_macs = meta["float_macs"]
         self.device = _device(device)
         # model(...) returns numpy arrays (the host's), not JAX arrays: see the class docstring
         self.host_outputs = self.device is None and hostexec.default_is_cpu()
@@ -240,7 +243,7 @@ class Model:
     def _meta(self) -> dict[str, Any]:
         """What a later load of the same bytes with the same options takes from the cache."""
         return {"declared_bytes": self.declared_bytes, "floats": _has_floats(self.graph),
-                "conv_kinds": self.conv_kinds,
+                "conv_kinds": self.conv_kinds, "float_macs": self.float_macs,
                 "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
                            for s in self.inputs],
                 "outputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
@@ -504,7 +507,7 @@ class Model:
         devices = {d for a in jax.tree.leaves(args) for d in _devices(a)}
         platform = (next(iter(devices)).platform if devices
                     else (self.device or jax.devices()[0]).platform)
-        return xla_options(self.conv_kinds, platform)
+        return xla_options(self.conv_kinds, platform, self.float_macs)
 
     def compile(self, *args: Any, optimize: bool = True, **kwargs: Any) -> Model:
         """Compile (or fetch from the cache) for these inputs without running; returns self.
@@ -663,9 +666,17 @@ class _Slot:
 # through YNNPACK (one thread) or through Eigen (every core); measured on this machine, batch 1,
 # idle: resnet_fp32 12.1 -> 9.2 ms with Eigen's, cnn/mobilenetv2/unet/bert FP32 within 5%; but
 # Eigen's integer convolutions are far slower (resnet_int8 9.2 -> 200 ms). So graphs with float
-# convolutions and no integer ones keep YNNPACK for matrix products only.
+# convolutions and no integer ones keep YNNPACK for matrix products only; and where they do
+# LARGE_FLOAT_MACS multiply-adds or more a call, not even for those: their matrix products then
+# also run on Eigen's threads (2026-11-25, batch 1, median of 30 calls, one run beside the
+# other: bert_tiny_fp32 1.52 -> 1.23 ms, resnet_fp32 9.8 -> 9.2, mobilenetv2_fp32 6.4 -> 6.2,
+# unet_fp32 3.0 -> 2.9). Small graphs lose by it (cnn_fp32, 0.3 M: 0.068 -> 0.075 ms, evaluate
+# 20% slower): one thread's library kernel beats waking another for so little work.
 CONV_OPS = frozenset({"CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"})
-FLOAT_CONV_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+_YNN = "xla_cpu_experimental_ynn_fusion_type"
+FLOAT_CONV_OPTIONS = {_YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+LARGE_FLOAT_CONV_OPTIONS = {_YNN: ""}
+LARGE_FLOAT_MACS = 10_000_000  # bert_tiny_fp32 59 M, unet_fp32 117 M; lstm_fp32 3.3 M
 
 
 def _conv_kinds(graph: Graph) -> list[str]:
@@ -675,9 +686,35 @@ def _conv_kinds(graph: Graph) -> list[str]:
     return sorted(kinds)
 
 
-def xla_options(conv_kinds: list[str], platform: str) -> dict[str, Any]:
-    """The compile options of a graph whose convolutions are of ``conv_kinds``, on ``platform``."""
-    return dict(FLOAT_CONV_OPTIONS) if platform == "cpu" and conv_kinds == ["float"] else {}
+def _float_macs(graph: Graph) -> int:
+    """The multiply-adds of the graph's float convolutions and matrix products in one call
+    (each output element of a correlation sums kernel taps x input channels products; of a
+    transposed convolution, each input element scatters kernel taps x output channels)."""
+    total = 0
+    for r in graph.regions:
+        for b in r.blocks:
+            for op in b.operators:
+                if op.op not in (*CONV_OPS, "MATMUL"):
+                    continue
+                x, w = (b.tensors[n] for n in op.inputs[:2])
+                if x.dtype not in FLOAT_TYPES:
+                    continue
+                out = math.prod(b.tensors[op.outputs[0]].shape)
+                total += (out * x.shape[-1] if op.op == "MATMUL"
+                          else out * math.prod(w.shape[:-2]) if op.op == "DEPTHWISE_CONV2D"
+                          else math.prod(x.shape) * math.prod(w.shape[:-1])
+                          if op.op == "TRANSPOSE_CONV2D"
+                          else out * math.prod(w.shape[1:]))
+    return total
+
+
+def xla_options(conv_kinds: list[str], platform: str, float_macs: int = 0) -> dict[str, Any]:
+    """The compile options of a graph whose convolutions are of ``conv_kinds``, on ``platform``
+    (``float_macs``: its float multiply-adds a call, see LARGE_FLOAT_MACS)."""
+    if platform != "cpu" or conv_kinds != ["float"]:
+        return {}
+    return dict(LARGE_FLOAT_CONV_OPTIONS if float_macs >= LARGE_FLOAT_MACS
+                else FLOAT_CONV_OPTIONS)
 
 
 def compile_lowered(lowered: Any, options: dict[str, Any] | None) -> Any:
@@ -824,7 +861,7 @@ def load(source: str | os.PathLike | bytes | Graph, *,
         graph, digest = _read(source, limits)
         return Model(graph, digest=digest, **opts)
     digest = hashlib.sha256(data).hexdigest()
-    key = {"kind": "model", "format": 2, "graph": digest, "code": code_digest(),
+    key = {"kind": "model", "format": 3, "graph": digest, "code": code_digest(),
            "target": repr((profile, extensions, level)), "limits": repr(limits)}
     meta = store.get(key)
     if meta is not None:

@@ -1,13 +1,15 @@
 """XLA CPU options chosen per graph by its convolutions (tosa_jax.model.FLOAT_CONV_OPTIONS):
-float-only convolution graphs keep YNNPACK for matrix products only; integer ones keep the
-defaults; the choice survives the compile cache's model record; an XLA that does not know the
-option compiles without it."""
+float-only convolution graphs keep YNNPACK for matrix products only, large ones not even for
+those; integer ones keep the defaults; the choice survives the compile cache's model record; an
+XLA that does not know the option compiles without it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import jax
 import numpy as np
+import pytest
 
 import tosa_jax
 from tosa_jax import model as model_mod
@@ -23,10 +25,26 @@ def test_options_follow_convolution_types(tmp_path) -> None:
     assert i8.xla_options() == {}
     assert model_mod.xla_options(["float"], "gpu") == {}
     assert model_mod.xla_options(["float", "int"], "cpu") == {}
+    assert fp.float_macs < model_mod.LARGE_FLOAT_MACS and i8.float_macs == 0
+    large = model_mod.xla_options(["float"], "cpu", model_mod.LARGE_FLOAT_MACS)
+    assert large == model_mod.LARGE_FLOAT_CONV_OPTIONS != model_mod.FLOAT_CONV_OPTIONS
+    assert model_mod.xla_options(["int"], "cpu", model_mod.LARGE_FLOAT_MACS) == {}
     # a second load takes the record from the cache, graph unread
     for _ in range(2):
         cached = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=tmp_path)
     assert cached._graph is None and cached.conv_kinds == ["float"]
+    assert cached.float_macs == fp.float_macs
+
+
+@pytest.mark.parametrize("name", ["cnn_fp32", "encoder_fp32"])
+def test_float_macs_against_xla_cost_analysis(name: str) -> None:
+    """Two flops a multiply-add: XLA's count of the graph's operations is 2 x our multiply-adds
+    of its convolutions and matrix products, plus its other (elementwise) operations."""
+    m = tosa_jax.load(FIXTURES / f"{name}.tosa", cache=False)
+    x = np.load(FIXTURES / f"{name}.input.npy")
+    cost = jax.jit(m.fn).lower(x).cost_analysis()
+    flops = (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+    assert m.float_macs > 0 and 2 * m.float_macs <= flops <= 1.5 * 2 * m.float_macs
 
 
 def test_unknown_option_compiles_without_it(monkeypatch) -> None:
