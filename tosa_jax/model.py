@@ -435,9 +435,13 @@ class Model:
                 f"({human_bytes(self.limits.max_bytes)}); nothing was allocated; "
                 "raise it with load(..., max_bytes=...) if this is intended")
         if key is not None and entry is None:
-            payload = _serialize(exe)
-            if payload is not None:
-                self.cache.put(key, {**payload, "need": need, "temp": temp, "tier": tier})
+            def payload(exe: Any = exe, need: int = need, temp: int = temp,
+                        tier: int = tier) -> dict[str, Any] | None:
+                blob = _serialize(exe)
+                return None if blob is None else {**blob, "need": need, "temp": temp,
+                                                  "tier": tier}
+
+            self.cache.put_later(key, payload)
         if entry is None:
             self._put_host(args, exe, need, tier)
         # A quick executable keeps its lowering (constants included) for the optimized compile
@@ -470,9 +474,12 @@ class Model:
                 or next(iter(devices)).id != 0 or jax.config.jax_enable_x64
                 or jax.config.jax_default_matmul_precision is not None):
             return
-        entry = hostexec.entry_of(exe)
-        if entry is not None:
-            self.cache.put(key, {**entry, "need": need, "tier": tier})
+
+        def payload() -> dict[str, Any] | None:
+            entry = hostexec.entry_of(exe)
+            return None if entry is None else {**entry, "need": need, "tier": tier}
+
+        self.cache.put_later(key, payload)
 
     def _host_run(self, arrays: list[Any]) -> list[np.ndarray] | None:
         """The outputs of the cached executable run without JAX, or None where there is none

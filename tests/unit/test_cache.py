@@ -16,7 +16,7 @@ import pytest
 
 import tosa_jax
 from tosa_jax import hostexec
-from tosa_jax.cache import SUFFIX, CompileCache, open_cache
+from tosa_jax.cache import SUFFIX, CompileCache, flush, open_cache
 from tosa_jax.cli import main as cli
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -37,6 +37,8 @@ def _jax_entries_only(monkeypatch: pytest.MonkeyPatch):
 
 
 def _entries(d: Path) -> list[Path]:
+    """The entries on disk, once this process's writes under way (put_later) are done."""
+    flush()
     return sorted(d.glob("*" + SUFFIX))
 
 
@@ -260,3 +262,48 @@ def test_code_digest_covers_the_lowerings_before_they_are_imported() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["True"]
+
+
+def test_writes_in_the_background_in_order(tmp_path: Path) -> None:
+    """put_later: get waits for a write under way of its key; two writes of one key land in the
+    order asked (the slow first one does not overwrite the second); make() -> None or an error
+    stores nothing; flush waits for all."""
+    store = CompileCache(tmp_path)
+    key, other = {"k": 1}, {"k": 2}
+    release = threading.Event()
+
+    def slow() -> str:
+        release.wait(10)
+        return "first"
+
+    store.put_later(key, slow)
+    store.put_later(key, lambda: "second")
+    store.put_later(other, lambda: None)
+    store.put_later({"k": 3}, lambda: 1 / 0)
+    assert not release.is_set() and not store.path(key).exists()  # nothing written yet
+    threading.Timer(0.2, release.set).start()
+    assert store.get(key) == "second"  # waited for both writes of the key
+    flush()
+    assert store.get(other) is None and store.get({"k": 3}) is None
+    assert [p.name for p in _entries(tmp_path)] == [store.path(key).name]
+
+
+def test_first_result_does_not_wait_for_the_cache_write(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """model(x) returns while its executable is still being serialized for the cache; a second
+    model in the process then takes the entry once written."""
+    from tosa_jax import model as model_mod
+
+    release = threading.Event()
+    serialize = model_mod._serialize
+
+    def held(exe):
+        release.wait(10)
+        return serialize(exe)
+
+    monkeypatch.setattr(model_mod, "_serialize", held)
+    y, how = _run(tmp_path, tiered=False)
+    assert how == "compiled" and not release.is_set()  # the result came before the write
+    threading.Timer(0.2, release.set).start()
+    y2, how2 = _run(tmp_path, tiered=False)
+    assert how2 == "cache" and np.array_equal(y, y2)
