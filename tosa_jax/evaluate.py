@@ -34,7 +34,15 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tosa_jax.errors import TosaInputError, TosaLimitError
 from tosa_jax.ir import INT_RANGES, BlockScaled, host_to_value, storage_bytes, value_to_host
 from tosa_jax.limits import human_bytes
-from tosa_jax.model import Model, TensorSpec, compile_lowered, compiled_bytes, load, xla_options
+from tosa_jax.model import (
+    Model,
+    TensorSpec,
+    compile_lowered,
+    compiled_bytes,
+    load,
+    no_gc,
+    xla_options,
+)
 
 Metric = Callable[[np.ndarray, np.ndarray], float]
 
@@ -353,9 +361,10 @@ def _compiled_step(model: Model, sharding: NamedSharding, args: list[Any], chunk
                                  out_specs=PartitionSpec("batch")))
     shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
                           args)
-    compiled = compile_lowered(step.lower(*shapes),
-                               xla_options(model.conv_kinds, mesh.devices.flat[0].platform,
-                                           model.float_macs))
+    with no_gc():
+        compiled = compile_lowered(step.lower(*shapes),
+                                   xla_options(model.conv_kinds, mesh.devices.flat[0].platform,
+                                               model.float_macs))
     need, _ = compiled_bytes(compiled)
     devices = mesh.devices.size
     if need > model.limits.max_bytes * devices:
