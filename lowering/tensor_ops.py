@@ -260,7 +260,10 @@ def _box_sum_w(w: Any, box: tuple[slice, ...], nsp: int, wzp: int) -> Any:
     channel, modulo 2**32 (numpy for a constant weight)."""
     axes = tuple(range(nsp + 1))
     if isinstance(w, np.ndarray):
-        total = np.sum(w[box].astype(np.int64) - wzp, axis=axes)  # exact: |total| < 2**63
+        part = w[box]
+        count = math.prod(part.shape[a] for a in axes)
+        # exact in int64 (|total| < 2**63), without an int64 copy of the weight
+        total = np.sum(part, axis=axes, dtype=np.int64) - np.int64(wzp) * count
         return ((total + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
     return jnp.sum(as_i32(w[box]) - wzp, axis=axes, dtype=jnp.int32)
 
