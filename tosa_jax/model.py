@@ -679,10 +679,11 @@ class _Slot:
 # Eigen's integer convolutions are far slower (resnet_int8 9.2 -> 200 ms). So graphs with float
 # convolutions and no integer ones keep YNNPACK for matrix products only; and where they do
 # LARGE_FLOAT_MACS multiply-adds or more a call, not even for those: their matrix products then
-# also run on Eigen's threads (2026-11-25, batch 1, median of 30 calls, one run beside the
-# other: bert_tiny_fp32 1.52 -> 1.23 ms, resnet_fp32 9.8 -> 9.2, mobilenetv2_fp32 6.4 -> 6.2,
-# unet_fp32 3.0 -> 2.9). Small graphs lose by it (cnn_fp32, 0.3 M: 0.068 -> 0.075 ms, evaluate
-# 20% slower): one thread's library kernel beats waking another for so little work.
+# also run on Eigen's threads (2026-11-25, batch 1: bert_tiny_fp32 1.54 -> 1.28 ms, min of 30
+# calls interleaved in one process, and 1.52 -> 1.38 ms, evaluate +11%, in the benchmark run
+# before and after; resnet_fp32, mobilenetv2_fp32 and unet_fp32 1-6% faster). Where there is
+# little work to share the second thread does not pay: cnn_fp32 (0.3 M) within noise either way,
+# encoder_fp32's small matrix products (0.15 M, no convolution) 0.025 -> 0.030 ms.
 CONV_OPS = frozenset({"CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"})
 _YNN = "xla_cpu_experimental_ynn_fusion_type"
 FLOAT_CONV_OPTIONS = {_YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
