@@ -362,9 +362,10 @@ def _compiled_step(model: Model, sharding: NamedSharding, args: list[Any], chunk
     shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
                           args)
     with no_gc():
-        compiled = compile_lowered(step.lower(*shapes),
-                                   xla_options(model.conv_kinds, mesh.devices.flat[0].platform,
-                                               model.float_macs))
+        lowered = step.lower(*shapes)
+    compiled = compile_lowered(lowered, xla_options(model.conv_kinds,
+                                                    mesh.devices.flat[0].platform,
+                                                    model.float_macs))
     need, _ = compiled_bytes(compiled)
     devices = mesh.devices.size
     if need > model.limits.max_bytes * devices:

@@ -424,9 +424,10 @@ class Model:
             entry = None
             tier = 1 if optimize or not _quick_tier_helps(args) else 0
             options = {**self.xla_options(args), **({} if tier else QUICK_OPTIONS)}
-            with no_gc():
-                lowered = lowered if lowered is not None else self._jitted.lower(*args)
-                exe = compile_lowered(lowered, options)
+            if lowered is None:
+                with no_gc():
+                    lowered = self._jitted.lower(*args)
+            exe = compile_lowered(lowered, options)
             need, temp = compiled_bytes(exe)
         if lookup:
             self.compile_source = "cache" if entry is not None else "compiled"
@@ -610,8 +611,8 @@ class Model:
         exe = self._kept_exes.get(sig)
         if exe is None:
             with no_gc():
-                exe = compile_lowered(self._intermediates_jit(names, batched).lower(*args),
-                                      self.xla_options(args))
+                lowered = self._intermediates_jit(names, batched).lower(*args)
+            exe = compile_lowered(lowered, self.xla_options(args))
             need, temp = compiled_bytes(exe)
             if need > self.limits.max_bytes:
                 raise TosaLimitError(
@@ -730,13 +731,15 @@ def xla_options(conv_kinds: list[str], platform: str, float_macs: int = 0) -> di
 
 
 # Python's cyclic garbage collector, held off while a graph is read, validated, traced and
-# compiled. These steps allocate hundreds of thousands of objects, and in a process that has just
+# lowered. These steps allocate hundreds of thousands of objects, and in a process that has just
 # imported JAX (most of a first result) a good part of those allocations' collections are full
 # ones, each walking every object JAX and numpy hold: measured in fresh processes, tracing and
 # lowering cnn_int8 93-96 -> 40-42 ms, resnet_fp32 134 -> 71-72 ms, lstm_int8 644-655 ->
 # 542-570 ms; reading and validating mobilenetv2_int8 161-163 -> 104 ms. Cycles made meanwhile
-# are collected afterwards. Nested and concurrent holders count: the collector is turned back on
-# (if it was on) when the last one leaves.
+# are collected afterwards. Not around XLA's compile: C++ that allocates few Python objects, and
+# it may take seconds in a background thread (the optimized tier) while the caller's code runs.
+# Nested and concurrent holders count: the collector is turned back on (if it was on) when the
+# last one leaves.
 _GC_LOCK = threading.Lock()
 _GC_HOLDERS = 0
 _GC_WAS_ENABLED = False

@@ -1,6 +1,6 @@
 """tosa_jax.model.no_gc: the cyclic garbage collector is off inside, back on once the last of
 nested or concurrent holders leaves (if it was on before), and left off if the caller had it off;
-a model loads, traces and compiles under it, and the collector is on again afterwards."""
+a model loads and traces under it, and the collector is on again afterwards."""
 
 from __future__ import annotations
 
