@@ -32,7 +32,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tosa_jax.hw_models.partition import Transfer
-from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, num_elements, storage_bytes
+from tosa_jax.ir import (
+    STORAGE_BITS,
+    Block,
+    Graph,
+    Operator,
+    contraction_macs,
+    num_elements,
+    storage_bytes,
+)
 
 # -- operator classes ------------------------------------------------------------------------
 
@@ -598,25 +606,10 @@ def _ceil_to(x: int, m: int) -> int:
 
 def op_macs(block: Block, op: Operator) -> int:
     """Multiply-accumulates of one operator, from its shapes (0 for operators without MACs)."""
-    t = block.tensors
-    out = t[op.outputs[0]].shape if op.outputs else ()
-    if op.op in ("CONV2D", "DEPTHWISE_CONV2D", "CONV3D", "TRANSPOSE_CONV2D"):
-        w = t[op.inputs[1]].shape
-        if op.op == "CONV2D":          # weights [OC, KH, KW, IC]
-            return num_elements(out) * w[1] * w[2] * w[3]
-        if op.op == "CONV3D":          # [OC, KD, KH, KW, IC]
-            return num_elements(out) * w[1] * w[2] * w[3] * w[4]
-        if op.op == "DEPTHWISE_CONV2D":  # [KH, KW, C, M]
-            return num_elements(out) * w[0] * w[1]
-        ins = t[op.inputs[0]].shape    # TRANSPOSE_CONV2D: each input pixel scatters a kernel
-        return num_elements(ins[:3]) * w[0] * w[1] * w[2] * w[3]
-    if op.op == "MATMUL":              # [N, H, C] x [N, C, W]
-        a = t[op.inputs[0]].shape
-        return num_elements(out) * a[2]
     if op.op in POOL_OPS:
         k = op.attrs.get("kernel", (1, 1))
-        return num_elements(out) * k[0] * k[1]
-    return 0
+        return num_elements(block.tensors[op.outputs[0]].shape) * k[0] * k[1]
+    return contraction_macs(block, op)
 
 
 def _work_npu(block: Block, op: Operator, macs_per_cycle: int) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import math
 import os
 import sys
 import threading
@@ -28,6 +27,7 @@ from tosa_jax.ir import (
     Tensor,
     Wide,
     block_scale_shape,
+    contraction_macs,
     host_to_value,
     source_bytes,
     value_to_host,
@@ -700,25 +700,10 @@ def _conv_kinds(graph: Graph) -> list[str]:
 
 
 def _float_macs(graph: Graph) -> int:
-    """The multiply-adds of the graph's float convolutions and matrix products in one call
-    (each output element of a correlation sums kernel taps x input channels products; of a
-    transposed convolution, each input element scatters kernel taps x output channels)."""
-    total = 0
-    for r in graph.regions:
-        for b in r.blocks:
-            for op in b.operators:
-                if op.op not in (*CONV_OPS, "MATMUL"):
-                    continue
-                x, w = (b.tensors[n] for n in op.inputs[:2])
-                if x.dtype not in FLOAT_TYPES:
-                    continue
-                out = math.prod(b.tensors[op.outputs[0]].shape)
-                total += (out * x.shape[-1] if op.op == "MATMUL"
-                          else out * math.prod(w.shape[:-2]) if op.op == "DEPTHWISE_CONV2D"
-                          else math.prod(x.shape) * math.prod(w.shape[:-1])
-                          if op.op == "TRANSPOSE_CONV2D"
-                          else out * math.prod(w.shape[1:]))
-    return total
+    """The multiply-adds of the graph's float convolutions and matrix products in one call."""
+    return sum(contraction_macs(b, op) for r in graph.regions for b in r.blocks
+               for op in b.operators
+               if op.inputs and b.tensors[op.inputs[0]].dtype in FLOAT_TYPES)
 
 
 def xla_options(conv_kinds: list[str], platform: str, float_macs: int = 0) -> dict[str, Any]:
