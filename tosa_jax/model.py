@@ -439,8 +439,7 @@ class Model:
                 f"({human_bytes(self.limits.max_bytes)}); nothing was allocated; "
                 "raise it with load(..., max_bytes=...) if this is intended")
         if key is not None and entry is None:
-            def payload(exe: Any = exe, need: int = need, temp: int = temp,
-                        tier: int = tier) -> dict[str, Any] | None:
+            def payload() -> dict[str, Any] | None:
                 blob = _serialize(exe)
                 return None if blob is None else {**blob, "need": need, "temp": temp,
                                                   "tier": tier}
