@@ -268,12 +268,15 @@ class CompileCache:
     # -- the command line's view --------------------------------------------------------------
 
     def stats(self) -> CacheStats:
+        flush()  # this process's writes under way count, once on disk
         entries = [e for e in self._entries() if e[2].name.endswith(self.suffix)]
         return CacheStats(self.directory, len(entries), sum(s for _, s, _ in entries),
                           self.max_bytes, enabled_by_env())
 
     def clear(self) -> int:
-        """Remove every entry; returns how many were removed."""
+        """Remove every entry; returns how many were removed (this process's writes under way
+        first: one landing after the clear would outlive it)."""
+        flush()
         entries = self._entries()
         for _, _, path in entries:
             self._remove(path)

@@ -16,7 +16,7 @@ import pytest
 
 import tosa_jax
 from tosa_jax import hostexec
-from tosa_jax.cache import CompileCache
+from tosa_jax.cache import CompileCache, flush
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -62,6 +62,8 @@ def _two_processes(code: str, cache: Path, *argv: str) -> list:
 
 
 def _host_entries(d: Path) -> list[Path]:
+    """The host entries on disk, once this process's cache writes under way are done."""
+    flush()
     return [p for p in d.glob("*.xla") if b'"kind":"host"' in p.read_bytes()[:4096]]
 
 
