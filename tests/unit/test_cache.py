@@ -89,6 +89,7 @@ def test_damaged_entries_are_rebuilt(tmp_path: Path) -> None:
         y, how = _run(tmp_path)
         assert how == "compiled"
         np.testing.assert_array_equal(y, y0)
+        flush()  # the rebuilt entry is written in the background
         assert entry.read_bytes() != data
         y, how = _run(tmp_path)  # rebuilt: the next model loads it
         assert how == "cache"
