@@ -23,7 +23,6 @@ Integer sums are exact. The convolutions share one core (``_ConvGeometry`` / ``_
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -131,13 +130,13 @@ def _pad_input(x: Any, value: int | float, g: _ConvGeometry) -> Any:
 # A convolution of few input channels over a large output runs as one matrix product over
 # gathered patches (im2col): XLA CPU's convolution kernels handle a contraction of 3 channels
 # badly. Measured on this machine (int8, batch 1): ResNet's 7x7/2 stem on 224x224x3 9.5 -> 2.6 ms
-# of CPU, MobileNetV2's 3x3/2 stem 1.8 -> 0.6 ms. Integer ones gain from 16x16 outputs on
-# (cnn_int8's 3x3/2 stem on 32x32x3, min of 300 calls: 51 -> 22 us; the whole graph 0.17 ->
-# 0.12 ms), not at 8x8 (14 -> 17 us); float ones only on large images (cnn_fp32's stem: the
-# graph 0.08 -> 0.11 ms). A stride-1 convolution over space-to-depth blocks, tried for the
-# strided ones, was no faster.
+# of CPU, MobileNetV2's 3x3/2 stem 1.8 -> 0.6 ms; cnn_int8's 3x3/2 stem on 32x32x3, min of 300
+# calls: 51 -> 22 us (not at 8x8 outputs: 14 -> 17 us). Since the patches are gathered one axis at
+# a time (_im2col_conv), float ones gain from 16x16 outputs on too (cnn_fp32's stem, the whole
+# graph: 0.08-0.13 -> 0.04-0.10 ms, separate processes, 2026-11-26). A stride-1 convolution over
+# space-to-depth blocks, tried for the strided ones, was no faster.
 _IM2COL_MAX_CHANNELS = 4
-_IM2COL_MIN_POSITIONS = {"int": 256, "float": 2048}
+_IM2COL_MIN_POSITIONS = 256
 
 
 def _np_or_jnp(w: Any) -> Any:
@@ -148,13 +147,27 @@ def _np_or_jnp(w: Any) -> Any:
 def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
     """The correlation as [N, O-spatial..., taps * I] patches times the [taps * I, O] weight
     (patch order: kernel position, then channel, as the weight's row-major reshape)."""
-    n, c = x.shape[0], x.shape[-1]
-    cols = []
-    for pos in itertools.product(*(range(k) for k in w.shape[:g.rank])):
-        start = tuple(p * d for p, d in zip(pos, g.dilation))
-        stop = tuple(b + (o - 1) * s + 1 for b, o, s in zip(start, g.out_spatial, g.strides))
-        cols.append(lax.slice(x, (0, *start, 0), (n, *stop, c), (1, *g.strides, 1)))
-    patches = jnp.concatenate(cols, axis=-1)
+    # One spatial axis at a time: its taps' strided slices stacked on a new axis before the
+    # channels, [N, O1, X2, k1, C] then [N, O1, O2, k1, k2, C]. XLA CPU compiles a slice per
+    # tap of all axes at once (concatenated) as one kernel per tap: ResNet's 7x7 stem took 49
+    # kernels, ~0.6 s of compile and 3-4 ms a call for its patches; per axis, 3 kernels, 78 ms
+    # and 0.8 ms (the same values).
+    patches = x
+    for axis, (k, d, s, o) in enumerate(zip(w.shape[:g.rank], g.dilation, g.strides,
+                                            g.out_spatial), start=1):
+        limit = list(patches.shape)
+        taps = []
+        for p in range(k):
+            limit[axis] = p * d + (o - 1) * s + 1
+            start = [0] * patches.ndim
+            start[axis] = p * d
+            strides = [1] * patches.ndim
+            strides[axis] = s
+            tap = lax.slice(patches, start, limit, strides)
+            taps.append(lax.expand_dims(tap, (tap.ndim - 1,)))
+        patches = lax.concatenate(taps, patches.ndim - 1)
+    patches = lax.reshape(patches, (*patches.shape[:1 + g.rank],
+                                    math.prod(patches.shape[1 + g.rank:])))
     return lax.dot_general(patches, _np_or_jnp(w).reshape(w, (-1, w.shape[-1])),
                            (((x.ndim - 1,), (0,)), ((), ())), precision=precision,
                            preferred_element_type=acc)
@@ -183,8 +196,7 @@ def _conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
     if (g.groups == 1 and all(d == 1 for d in g.lhs_dilation)
             and 1 < math.prod(w.shape[:g.rank]) <= _TAPS_MAX
             and w.shape[g.rank] <= _IM2COL_MAX_CHANNELS
-            and math.prod(g.out_spatial) >= _IM2COL_MIN_POSITIONS[
-                "float" if precision is not None else "int"]):
+            and math.prod(g.out_spatial) >= _IM2COL_MIN_POSITIONS):
         return _im2col_conv(x, w, g, acc, precision)
     return lax.conv_general_dilated(
         x, w, window_strides=g.strides, padding=[(0, 0)] * g.rank, rhs_dilation=g.dilation,

@@ -53,6 +53,20 @@ def test_conv2d_few_channels_im2col(reference, stride, dilation) -> None:
     _check(reference, b, out, {"x": x})
 
 
+def test_conv3d_few_channels_im2col(reference) -> None:
+    # The patches are gathered one spatial axis at a time: three axes, stride and dilation.
+    x = _int((2, 7, 21, 19, 2), -128, 127, np.int8)
+    w = _int((3, 3, 2, 3, 2), -128, 127, np.int8)
+    pad, stride, dilation = (1, 0, 0, 1, 2, 1), (1, 2, 1), (2, 1, 2)
+    od = (7 - 1 + 1 - 2 * 2) // 1 + 1
+    oh = (21 - 1 + 1 - 1 * 1) // 2 + 1
+    ow = (19 - 1 + 3 - 2 * 2) // 1 + 1
+    assert od * oh * ow >= 256
+    b, out = _graph("CONV3D", x, w, _int((3,), -999, 999, np.int32), 5, -2, "INT8", "INT32",
+                    (2, od, oh, ow, 3), pad=pad, stride=stride, dilation=dilation)
+    _check(reference, b, out, {"x": x})
+
+
 def test_conv2d_few_channels_int16(reference) -> None:
     x = _int((1, 64, 64, 2), -32768, 32767, np.int16)
     w = _int((4, 3, 3, 2), -128, 127, np.int8)
