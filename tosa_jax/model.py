@@ -642,15 +642,20 @@ class Model:
 
 
 # Tiered compilation, for integer graphs on the CPU. A signature's first executable is compiled
-# with LLVM's optimizer off: XLA's HLO passes run as always and library kernels are the same, so
-# integer results are identical (tests/unit/test_cache.py), at about half XLA CPU's compile time.
+# with LLVM's optimizer off and by XLA's older elemental IR emitters instead of its MLIR fusion
+# emitters: XLA's HLO passes run as always and library kernels are the same, so integer results
+# are identical (tests/unit/test_cache.py), at about a quarter of XLA CPU's compile time. (The
+# emitters alone, measured 2026-11-26, separate processes, quick tier then quick without fusion
+# emitters: cnn_int8 150-200 -> 93-119 ms, resnet_int8 700-760 -> 315-406 ms, bert_tiny_int8
+# 1.05-1.24 -> 0.57-0.77 s, unet_int8 1.58-1.73 -> 1.21-1.28 s; the code they make runs slower,
+# resnet_int8 24 -> 39 ms, so the optimized tier keeps the fusion emitters.)
 # Once its first result is out, the optimized executable is compiled in a background thread and
 # replaces it, in the process and in the persistent cache (without a cache: from the second call
 # on). A graph run once (a test, a debugging run) gets its result without waiting for the
 # optimizer, and the next process loads optimized code. Not for graphs with floating-point
 # tensors: the optimizer contracts multiply-adds, so a float result would change in its last bit
 # between the first call and later ones.
-QUICK_OPTIONS = {"xla_backend_optimization_level": 0}
+QUICK_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 # A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
 # is upgraded only from its second call, not at once for the cache: its code runs at most a
 # millisecond or two slower, a later process would need hundreds of calls to repay the
@@ -748,8 +753,8 @@ def no_gc() -> Iterator[None]:
 
 
 def compile_lowered(lowered: Any, options: dict[str, Any] | None) -> Any:
-    """``lowered.compile(options)``; without the options where this XLA does not know them
-    (they are experimental flags: a newer jaxlib may rename them)."""
+    """``lowered.compile(options)``; without the options that only make it faster where this
+    XLA does not know them (experimental flags: a newer jaxlib may rename them)."""
     if not options:
         return lowered.compile()
     try:
@@ -757,8 +762,8 @@ def compile_lowered(lowered: Any, options: dict[str, Any] | None) -> Any:
     except Exception as e:  # XLA: "INVALID_ARGUMENT: ... no such option" and the like
         if "option" not in str(e).lower():
             raise
-        return lowered.compile({k: v for k, v in options.items() if k not in FLOAT_CONV_OPTIONS}
-                               or None)
+        optional = {*FLOAT_CONV_OPTIONS, "xla_cpu_use_fusion_emitters"}
+        return lowered.compile({k: v for k, v in options.items() if k not in optional} or None)
 
 
 def _inline_cpu_dispatch() -> None:
