@@ -655,7 +655,8 @@ class Model:
 # optimizer, and the next process loads optimized code. Not for graphs with floating-point
 # tensors: the optimizer contracts multiply-adds, so a float result would change in its last bit
 # between the first call and later ones.
-QUICK_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+_EMITTERS = "xla_cpu_use_fusion_emitters"  # an experimental flag: see compile_lowered
+QUICK_OPTIONS = {"xla_backend_optimization_level": 0, _EMITTERS: False}
 # A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
 # is upgraded only from its second call, not at once for the cache: its code runs at most a
 # millisecond or two slower, a later process would need hundreds of calls to repay the
@@ -762,7 +763,7 @@ def compile_lowered(lowered: Any, options: dict[str, Any] | None) -> Any:
     except Exception as e:  # XLA: "INVALID_ARGUMENT: ... no such option" and the like
         if "option" not in str(e).lower():
             raise
-        optional = {*FLOAT_CONV_OPTIONS, "xla_cpu_use_fusion_emitters"}
+        optional = {*FLOAT_CONV_OPTIONS, _EMITTERS}
         return lowered.compile({k: v for k, v in options.items() if k not in optional} or None)
 
 

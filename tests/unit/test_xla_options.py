@@ -56,3 +56,18 @@ def test_unknown_option_compiles_without_it(monkeypatch) -> None:
     monkeypatch.undo()
     expected = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)(x)
     np.testing.assert_allclose(got, np.asarray(expected), rtol=1e-5, atol=1e-6)
+
+
+def test_quick_tier_without_its_unknown_emitter_option(monkeypatch) -> None:
+    # The quick tier's emitter flag is experimental too: an XLA that does not know it compiles
+    # the quick tier without it, and the integers are the optimized executable's.
+    monkeypatch.setattr(model_mod, "_EMITTERS", "xla_cpu_no_such_option")
+    monkeypatch.setattr(model_mod, "QUICK_OPTIONS", {"xla_backend_optimization_level": 0,
+                                                     "xla_cpu_no_such_option": False})
+    x = np.load(FIXTURES / "cnn_int8.input.npy")
+    m = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    got = np.asarray(m(x))
+    assert [s.tier for s in m._executables.values()] == [0]
+    monkeypatch.undo()
+    expected = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False, tiered=False)(x)
+    assert got.tobytes() == np.asarray(expected).tobytes()
