@@ -230,4 +230,4 @@ def table(node: Node, input1: Any, table: Any) -> Any:
         return lax.gather(jnp.asarray(values, jnp.int8), index, dims, (1,),
                           mode=lax.GatherScatterMode.CLIP)
     # int16: 513-entry table, 9.7 fixed-point index with interpolation -> int32.
-    return apply_lookup_s(jnp.asarray(values, jnp.int16), input1)
+    return apply_lookup_s(values, input1)
