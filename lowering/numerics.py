@@ -719,10 +719,10 @@ def apply_lookup_s(table: Array, value: Array) -> Array:
     """apply_lookup_s (spec introduction, "General Unary Functions"): 513-entry int16 table,
     input read as fixed-point 9.7, linear interpolation; returns the 16.7 result as int32.
 
-    (table[i] << 7) + (table[i + 1] - table[i]) * fraction, with both terms of entry i looked
-    up in two 512-entry tables made once from the table (numpy for a constant one): two
-    gathers by one index, about 11 operations where two lookups of the table and the
-    arithmetic on them took 26 (the int16 LSTM's 50 TABLEs: 1,300 of its 7,815 instructions)."""
+    (table[i] << 7) + (table[i + 1] - table[i]) * fraction, with both terms of entry i in one
+    row of a [512, 2] table made once from the table (numpy for a constant one) and looked up
+    by one gather: about 16 optimized instructions and one kernel where two lookups of the
+    table took 26 and two (ExecuTorch's int16 LSTM, 50 TABLEs: 7,815 -> 6,385 instructions)."""
     if is_host(table):
         t = np.asarray(table).astype(np.int32)
         base, slope = t[:512] << 7, t[1:513] - t[:512]
