@@ -135,3 +135,26 @@ def test_erf_fp32_within_5_ulp():
     ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
     assert np.max(np.abs(ours - exact) / ulp) <= 5
     np.testing.assert_array_equal(np.signbit(ours[x == 0]), np.signbit(x[x == 0]))
+
+
+def test_fp16_reduce_product_below_the_normal_range(reference):
+    # Seed 1 of the conformance suite: FP16 products whose partial products fall below FP16's
+    # normal range (6.1e-5). Rounded in FP16 at each step they drifted 6 subnormal units from
+    # the exact product, over the verifier's bound (2.5 there); in FP32, rounded once, they are
+    # within one unit (2**-24) of the reference model's FP64 result.
+    # a product that becomes subnormal at its first step, then grows: its rounding error grows
+    # with it (the failing case: -4.29e-5 x -0.0673 x -2.19 x 1.60 x 2.41)
+    shape = (64, 3)
+    x = np.stack([RNG.uniform(2e-5, 5e-5, shape), RNG.uniform(0.03, 0.1, shape),
+                  *(RNG.uniform(1.2, 2.0, shape) for _ in range(3))]).astype(np.float16)
+    b = GraphBuilder()
+    out = b.op("REDUCE_PRODUCT", [b.input("x", x.shape, "FP16")], (1, 64, 3), "FP16", axis=0)
+    data = tosa_jax.write(b.build([out]))
+    exact = reference(data, {"x": x}, [out], precise=True)[out].astype(np.float64)
+    assert (np.abs(exact) < 6.1e-5).all()  # subnormal results: one unit is 2**-24
+    stepwise = x[0]
+    for row in x[1:]:
+        stepwise = stepwise * row  # numpy: each product rounded to FP16
+    assert np.max(np.abs(stepwise - exact[0])) > 2.0**-24  # the case that drifted
+    ours = np.asarray(tosa_jax.load(data).run({"x": x})[out]).astype(np.float64)
+    assert np.max(np.abs(ours - exact)) <= 2.0**-24
