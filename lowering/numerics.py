@@ -11,6 +11,10 @@ mix numpy int64 scalars into integer arithmetic; with x64 on, either would widen
 
 from __future__ import annotations
 
+import contextvars
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import jax
@@ -103,6 +107,68 @@ def bitcast_i32(x: Array) -> Array:
     if not (isinstance(x, jax.Array) and x.dtype == np.uint32):
         x = jnp.asarray(x, U32)
     return lax.bitcast_convert_type(x, I32)
+
+
+# ----------------------------------------------------------------------------- per backend
+# XLA's backends do not all compile the same integer contractions, or compile them right.
+# Measured on an H200 (jax 0.11.2, CUDA 13, 2026-11-26): the GPU backend gave wrong sums for
+# int8 x int8 -> int32 matrix products of short contractions (2 and 6 terms: every element off),
+# compiles integer convolutions only as cuDNN's int8 convolutions with an int8 or f32 result
+# (none of TOSA's: "Can't lower one or more integer convolutions to idioms supported by CuDNN"),
+# and aborted in its cuDNN padding pass on an FP8 convolution; int32 x int32 -> int32 products
+# were exact at every size tried (K = 1 to 2,304). The CPU keeps its fast int8 forms.
+
+
+# TOSA_JAX_GPU_FORMS=1 lowers with the off-CPU forms for the CPU too, so that the CPU's tests and
+# conformance runs judge their exactness against the reference model (what only a GPU can show is
+# whether XLA's GPU backend compiles them right: scripts/gpu_check.sh). Part of the compile
+# cache's key (tosa_jax.model).
+GPU_FORMS_ENV = "TOSA_JAX_GPU_FORMS"
+
+
+# The platform a trace is for, where its caller knows it (tosa_jax.Model, evaluate): then only
+# that platform's form is traced. Else both are, and lowering picks one.
+_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("tosa_jax_lowering_for",
+                                                                    default=None)
+
+
+@contextmanager
+def lowering_for(platform: str | None) -> Iterator[None]:
+    """Trace for ``platform`` ("cpu", "cuda", "rocm"...) in this block. The caller keeps one
+    jitted function per platform: JAX's trace cache does not know this choice."""
+    token = _TARGET.set(platform)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
+
+
+def on_cpu_else(cpu: Any, other: Any, *args: Any) -> Any:
+    """``cpu(*args)`` when the program is compiled for XLA's CPU backend, ``other(*args)`` for
+    any other (GPU) backend. Inside ``lowering_for`` only that platform's form is traced; else
+    both are, and lowering keeps the target's (``lax.platform_dependent``: a CPU program holds
+    nothing of ``other``; tracing both cost resnet_int8 +40-60 ms, mobilenetv2_int8 +60-200)."""
+    if os.environ.get(GPU_FORMS_ENV, "") not in ("", "0"):
+        return other(*args)
+    target = _TARGET.get()
+    if target is not None:
+        return (cpu if target == "cpu" else other)(*args)
+    return lax.platform_dependent(*args, cpu=cpu, default=other)
+
+
+def int_dot_general(a: Array, b: Array, dims: Any) -> Array:
+    """``lax.dot_general`` of integer operands, summed as int32 modulo 2**32 (exact wherever
+    TOSA's int32 accumulator may not overflow): int8 operands as they are on the CPU, widened
+    to int32 elsewhere (see above)."""
+    def native(a: Array, b: Array) -> Array:
+        return lax.dot_general(a, b, dims, preferred_element_type=I32)
+
+    def widened(a: Array, b: Array) -> Array:
+        return lax.dot_general(as_i32(a), as_i32(b), dims, preferred_element_type=I32)
+
+    if np.dtype(a.dtype) == np.int32 and np.dtype(b.dtype) == np.int32:
+        return native(a, b)
+    return on_cpu_else(native, widened, a, b)
 
 
 # ----------------------------------------------------------------------------- lax operands

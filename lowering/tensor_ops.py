@@ -44,7 +44,9 @@ from tosa_jax.lowering.numerics import (
     as_i32,
     block_dequantize_host,
     block_value_f32,
+    int_dot_general,
     lx,
+    on_cpu_else,
     reciprocal_scale,
     saturate_cast,
     wide,
@@ -157,17 +159,16 @@ def _weight_matrix(w: Any) -> tuple[Any, int]:
     return _np_or_jnp(w).reshape(w, (-1, w.shape[-1])), 0
 
 
-def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
-    """The correlation as [N, O-spatial..., taps * I] patches times the [taps * I, O] weight
-    (patch order: kernel position, then channel, as the weight's row-major reshape)."""
+def _patches(x: Any, kernel: tuple[int, ...], g: _ConvGeometry) -> Any:
+    """The padded input's windows as [N, O-spatial..., k1, k2, ..., C]."""
     # One spatial axis at a time: its taps' strided slices stacked on a new axis before the
     # channels, [N, O1, X2, k1, C] then [N, O1, O2, k1, k2, C]. XLA CPU compiles a slice per
     # tap of all axes at once (concatenated) as one kernel per tap: ResNet's 7x7 stem took 49
     # kernels, ~0.6 s of compile and 3-4 ms a call for its patches; per axis, 3 kernels, 78 ms
     # and 0.8 ms (the same values).
     patches = x
-    for axis, (k, d, s, o) in enumerate(zip(w.shape[:g.rank], g.dilation, g.strides,
-                                            g.out_spatial), start=1):
+    for axis, (k, d, s, o) in enumerate(zip(kernel, g.dilation, g.strides, g.out_spatial),
+                                        start=1):
         limit = list(patches.shape)
         taps = []
         for p in range(k):
@@ -179,11 +180,41 @@ def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> 
             tap = lax.slice(patches, start, limit, strides)
             taps.append(lax.expand_dims(tap, (tap.ndim - 1,)))
         patches = lax.concatenate(taps, patches.ndim - 1)
+    return patches
+
+
+def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
+    """The correlation as [N, O-spatial..., taps * I] patches times the [taps * I, O] weight
+    (patch order: kernel position, then channel, as the weight's row-major reshape)."""
+    patches = _patches(x, w.shape[:g.rank], g)
     patches = lax.reshape(patches, (*patches.shape[:1 + g.rank],
                                     math.prod(patches.shape[1 + g.rank:])))
     matrix, k = _weight_matrix(w)
     return lax.dot_general(patches, matrix, (((x.ndim - 1,), (k,)), ((), ())),
                            precision=precision, preferred_element_type=acc)
+
+
+def _gemm_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
+    """Any correlation (grouped too) as a matrix product over its patches, the form that runs
+    off the CPU where XLA would give cuDNN a convolution it cannot take (numerics.on_cpu_else):
+    integers as int32 x int32 products (exact modulo 2**32), floats in the accumulator type."""
+    r = g.rank
+    taps, cg, oc = math.prod(w.shape[:r]), w.shape[r], w.shape[r + 1]
+    patches = _patches(x, w.shape[:r], g)
+    out = patches.shape[1:1 + r]
+    if jnp.issubdtype(acc, jnp.integer):
+        patches, w, precision = as_i32(patches), as_i32(w), None
+    else:
+        patches, w, precision = patches.astype(acc), jnp.asarray(w).astype(acc), \
+            lax.Precision.HIGHEST
+    # [N, O..., T, G, Cg] x [T, Cg, G, M], batched over the groups (output channel g * M + m
+    # reads the input channels of group g, as lax's feature_group_count)
+    patches = lax.reshape(patches, (x.shape[0], *out, taps, g.groups, cg))
+    w = lax.reshape(w, (taps, cg, g.groups, oc // g.groups))
+    y = lax.dot_general(patches, w, (((r + 1, r + 3), (0, 1)), ((r + 2,), (2,))),
+                        precision=precision, preferred_element_type=acc)  # [G, N, O..., M]
+    y = jnp.moveaxis(y, 0, -2)
+    return lax.reshape(y, (*y.shape[:-2], oc))
 
 
 def _pointwise_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> Any:
@@ -197,8 +228,17 @@ def _pointwise_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) 
                            precision=precision, preferred_element_type=acc)
 
 
-def _conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
-    """VALID correlation of the padded input with a canonical [spatial..., I, O] weight."""
+def _conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, gemm_off_cpu: bool = False) -> Any:
+    """VALID correlation of the padded input with a canonical [spatial..., I, O] weight.
+    Integer ones (and ``gemm_off_cpu``: FP8 operands) run as _gemm_conv off the CPU."""
+    if jnp.issubdtype(acc, jnp.integer) or gemm_off_cpu:
+        # the weight stays what it is (a numpy constant is laid out once, _weight_matrix)
+        return on_cpu_else(lambda a: _cpu_conv(a, w, g, acc),
+                           lambda a: _gemm_conv(a, w, g, acc), x)
+    return _cpu_conv(x, w, g, acc)
+
+
+def _cpu_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
     precision = lax.Precision.HIGHEST if jnp.issubdtype(acc, jnp.floating) else None
     # One tap (1x1 kernels: transformer linears, MobileNet's pointwise convolutions): a matrix
     # product, which XLA CPU runs through its GEMM rather than its convolution kernels.
@@ -431,10 +471,12 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
 
 def _float_conv(x: Any, w: Any, g: _ConvGeometry, acc_t: str) -> Any:
     acc = DEVICE_DTYPES[acc_t]
+    fp8 = any(np.dtype(t.dtype).itemsize == 1 for t in (x, w))
+
     def conv(a: Any, b: Any) -> Any:
         b = (b.astype(np.dtype(acc), copy=False) if isinstance(b, np.ndarray)
              else jnp.asarray(b).astype(acc))
-        return _conv(_pad_input(a, 0.0, g).astype(acc), b, g, acc)
+        return _conv(_pad_input(a, 0.0, g).astype(acc), b, g, acc, gemm_off_cpu=fp8)
 
     return _const_eval(conv, x, w)
 
@@ -799,8 +841,7 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
             raise TosaValidationError(f"{node.op}: int8 inputs need an INT32 output, got {out_t}")
         # sum (a - za)(b - zb) = sum ab - zb sum a - za sum b + C za zb, all modulo 2**32
         # (exact: the int32 result may not overflow, REQUIRE).
-        acc = lax.dot_general(jnp.asarray(A), jnp.asarray(B), dims,
-                              preferred_element_type=jnp.int32)
+        acc = int_dot_general(jnp.asarray(A), jnp.asarray(B), dims)
         if not isinstance(a_zp, int) or not isinstance(b_zp, int):
             # EXT-DYNAMIC: run-time zero points (traced int32 scalars), the same algebra
             row = jnp.sum(as_i32(A), axis=2, keepdims=True, dtype=jnp.int32)
@@ -836,8 +877,8 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
     b8 = _const_eval(lambda t: bytes_of(t, 2).reshape(n, groups, kc, 2 * w), B)
     za = np.repeat(np.asarray([0, -128], np.int32), h).reshape(1, 1, 2 * h, 1)
     zb = np.repeat(np.asarray([0, -128], np.int32), w).reshape(1, 1, 1, 2 * w)
-    s = lax.dot_general(a8, b8, (((3,), (2,)), ((0, 2), (0, 1))),
-                        preferred_element_type=jnp.int32)  # [N, G, 2H, 2W]
+    s = int_dot_general(jnp.asarray(a8), jnp.asarray(b8),
+                        (((3,), (2,)), ((0, 2), (0, 1))))  # [N, G, 2H, 2W]
     # sum (a - za)(b - zb) = sum a b - zb sum a - za sum b + kc za zb, per group.
     row = _const_eval(
         lambda t: jnp.sum(as_i32(t), axis=3, dtype=jnp.int32).transpose(0, 2, 1)[..., None], a8)

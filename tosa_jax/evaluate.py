@@ -361,7 +361,9 @@ def _compiled_step(model: Model, sharding: NamedSharding, args: list[Any], chunk
                                  out_specs=PartitionSpec("batch")))
     shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
                           args)
-    with no_gc():
+    from tosa_jax.lowering.numerics import lowering_for
+
+    with no_gc(), lowering_for(mesh.devices.flat[0].platform):  # a new function: traced anew
         lowered = step.lower(*shapes)
     compiled = compile_lowered(lowered, xla_options(model.conv_kinds,
                                                     mesh.devices.flat[0].platform,

@@ -195,6 +195,7 @@ class Model:
         # tosa_jax.inspect: jitted intermediates functions, and their executables by signature
         self._kept: dict[tuple[Any, ...], Any] = {}
         self._kept_exes: dict[tuple[Any, ...], Any] = {}
+        self._jitted_fns: dict[str, Any] = {}  # per platform (_lower)
         # evaluate()'s compiled batched functions, by signature, devices, chunk and x64
         self._evaluate_cache: dict[tuple[Any, ...], Any] = {}
         # The cached executable run without JAX (run() only): None not looked up yet, False none
@@ -208,7 +209,7 @@ class Model:
         graph = self.graph
         self._fn = graph_function(graph)
         self._fn_with_state = graph_state_function(graph)
-        self._jitted_fn = jax.jit(self._fn_with_state if graph_variables(graph) else self._fn)
+        self._traced = self._fn_with_state if graph_variables(graph) else self._fn
 
     @property
     def graph(self) -> Graph:
@@ -236,11 +237,25 @@ class Model:
             self._functions()
         return self._fn_with_state
 
-    @property
-    def _jitted(self) -> Any:
-        if not hasattr(self, "_jitted_fn"):
+    def _lower(self, args: tuple[Any, ...]) -> Any:
+        """The graph function traced and lowered for ``args``' platform: only that platform's
+        forms are traced (lowering.numerics.lowering_for), with one jitted function per platform
+        so that JAX's trace cache never hands one platform's trace to another."""
+        if not hasattr(self, "_traced"):
             self._functions()
-        return self._jitted_fn
+        platform = self._platform(args)
+        jitted = self._jitted_fns.get(platform)
+        if jitted is None:
+            base = self._traced
+
+            def fn(*a: Any) -> Any:  # (the name of the lowered module, as before)
+                return base(*a)
+
+            jitted = self._jitted_fns[platform] = jax.jit(fn)
+        from tosa_jax.lowering.numerics import lowering_for
+
+        with no_gc(), lowering_for(platform):
+            return jitted.lower(*args)
 
     def _meta(self) -> dict[str, Any]:
         """What a later load of the same bytes with the same options takes from the cache."""
@@ -403,6 +418,7 @@ class Model:
             "devices": [[d.id, d.device_kind] for d in devices],
             "device_count": len(client.devices()),
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "machine": hostexec.machine_id(),
+            "gpu_forms": os.environ.get("TOSA_JAX_GPU_FORMS", ""),  # lowering.numerics
         }
 
     def _build(self, args: tuple[Any, ...], optimize: bool, lookup: bool = True,
@@ -425,8 +441,7 @@ class Model:
             tier = 1 if optimize or not _quick_tier_helps(args) else 0
             options = {**self.xla_options(args), **({} if tier else QUICK_OPTIONS)}
             if lowered is None:
-                with no_gc():
-                    lowered = self._jitted.lower(*args)
+                lowered = self._lower(args)
             exe = compile_lowered(lowered, options)
             need, temp = compiled_bytes(exe)
         if lookup:
@@ -511,13 +526,17 @@ class Model:
             self._host = False
             return None
 
+    def _platform(self, args: tuple[Any, ...]) -> str:
+        """The platform of the devices of ``args``; the model's (or JAX's default) device's
+        when they are not placed."""
+        devices = {d for a in jax.tree.leaves(args) for d in _devices(a)}
+        return (next(iter(devices)).platform if devices
+                else (self.device or jax.devices()[0]).platform)
+
     def xla_options(self, args: tuple[Any, ...] = ()) -> dict[str, Any]:
         """XLA's compile options for this graph on the devices of ``args`` (see
         FLOAT_CONV_OPTIONS); the default device's platform when they are not placed."""
-        devices = {d for a in jax.tree.leaves(args) for d in _devices(a)}
-        platform = (next(iter(devices)).platform if devices
-                    else (self.device or jax.devices()[0]).platform)
-        return xla_options(self.conv_kinds, platform, self.float_macs)
+        return xla_options(self.conv_kinds, self._platform(args), self.float_macs)
 
     def compile(self, *args: Any, optimize: bool = True, **kwargs: Any) -> Model:
         """Compile (or fetch from the cache) for these inputs without running; returns self.
@@ -587,9 +606,10 @@ class Model:
 
     # -- intermediates (tosa_jax.inspect) -------------------------------------------------
 
-    def _intermediates_jit(self, names: tuple[str, ...], batched: bool) -> Any:
-        """One jitted function per choice of tensors: (state, *inputs) -> {name: value}."""
-        key = (names, batched)
+    def _intermediates_jit(self, names: tuple[str, ...], batched: bool, platform: str) -> Any:
+        """One jitted function per choice of tensors (and platform, as _lower):
+        (state, *inputs) -> {name: value}."""
+        key = (names, batched, platform)
         if key not in self._kept:
             from tosa_jax.inspect import intermediates_function
 
@@ -609,8 +629,11 @@ class Model:
         sig = (names, batched, self._signature(args))
         exe = self._kept_exes.get(sig)
         if exe is None:
-            with no_gc():
-                lowered = self._intermediates_jit(names, batched).lower(*args)
+            from tosa_jax.lowering.numerics import lowering_for
+
+            platform = self._platform(args)
+            with no_gc(), lowering_for(platform):
+                lowered = self._intermediates_jit(names, batched, platform).lower(*args)
             exe = compile_lowered(lowered, self.xla_options(args))
             need, temp = compiled_bytes(exe)
             if need > self.limits.max_bytes:

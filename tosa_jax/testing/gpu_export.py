@@ -8,9 +8,12 @@ StableHLO checked for what would tie integer exactness to the CPU.
 (``model.fn``, or ``model.fn_with_state`` for a graph with variables) and platform, a
 single-platform export; the exported module is serialized (a shippable artifact) and scanned:
 
-* **same as CPU**: the serialized StableHLO is byte-identical to the CPU export's, so the GPU runs
-  op for op the program the CPU tests and the conformance suite check bit-exact; only XLA's
-  backend differs.
+* **same as CPU**: whether the serialized StableHLO is byte-identical to the CPU export's
+  (reported). Graphs with integer contractions or FP8 convolutions differ: those lower per
+  backend (``lowering.numerics.on_cpu_else``), because XLA's GPU backend (H200, jax 0.11.2)
+  compiles no integer convolution of TOSA's (cuDNN takes int8 ones with an int8 or f32 result
+  only), summed int8 x int8 -> int32 products of short contractions wrong, and aborted on an
+  FP8 convolution.
 * **64-bit types**: i64/ui64/f64 (or complex) element types of values (not of attributes such as
   reduce_window's padding) anywhere in the module. TOSA's INT48
   and the 64-bit steps of RESCALE are carried as 32-bit pairs (``numerics.Wide``), so none may
@@ -18,10 +21,10 @@ single-platform export; the exported module is serialized (a shippable artifact)
 * **custom calls**: every target. A CPU-only one (LAPACK, DUCC, host callbacks) fails the graph;
   others are reported.
 * **integer convolutions and dots** (``stablehlo.convolution``/``dot_general`` on integer
-  operands): portable StableHLO, but XLA's GPU backend runs integer convolutions only through
-  cuDNN's int8 path (jax-ml/jax#7637; int32 operands do not compile), where grouped ones
-  (``feature_group_count`` > 1) have an open wrong-result bug (openxla/xla#49123): reported
-  ("grouped" marks those), to be proven on a GPU by ``scripts/gpu_check.sh``.
+  operands), and **FP8 convolutions** (a convolution of values converted from an FP8 type):
+  counted; in a GPU export any integer convolution, integer dot of other than int32 operands or
+  FP8 convolution fails the graph (the forms above; ``scripts/gpu_check.sh`` shows on a GPU that
+  what remains is exact).
 * **float contractions below HIGHEST precision**: on a GPU, DEFAULT precision lets XLA use TF32
   (FP32 inputs rounded to 10 mantissa bits); reported.
 
@@ -55,6 +58,8 @@ CUSTOM_CALL = re.compile(r'(?:call_target_name = "|stablehlo\.custom_call @)([\w
 CONTRACTION = re.compile(rf"stablehlo\.(convolution|dot_general)\b.*: \(({_TENSOR}), "
                          rf"({_TENSOR})\) -> ({_TENSOR})")
 GROUPS = re.compile(r"feature_group_count = (\d+)")
+FROM_F8 = re.compile(r"(%[\w#]+) = stablehlo\.convert (%[\w#]+) : \(tensor<[^>]*xf8[^>]*>\)")
+CONV_OPERANDS = re.compile(r"stablehlo\.convolution\((%[\w#]+), (%[\w#]+)\)")
 CPU_ONLY_CALL = re.compile(r"lapack|ducc|cpu|host_callback|pocketfft", re.IGNORECASE)
 
 
@@ -76,7 +81,9 @@ class Scan:
     custom_calls: dict[str, int] = field(default_factory=dict)
     int_convolutions: dict[str, int] = field(default_factory=dict)
     int_dots: dict[str, int] = field(default_factory=dict)
+    fp8_convolutions: int = 0
     float_below_highest: int = 0
+    platform: str = "cpu"
 
     @property
     def cpu_only_calls(self) -> list[str]:
@@ -88,12 +95,23 @@ class Scan:
             out.append(f"64-bit types {self.wide_types}")
         if self.cpu_only_calls:
             out.append(f"CPU-only custom calls {self.cpu_only_calls}")
+        if self.platform != "cpu":  # what XLA's GPU backend cannot compile, or compiles wrong
+            if self.int_convolutions:
+                out.append(f"integer convolutions {self.int_convolutions}")
+            narrow = {k: n for k, n in self.int_dots.items() if not k.startswith("i32,i32->")}
+            if narrow:
+                out.append(f"integer dots of narrow operands {narrow}")
+            if self.fp8_convolutions:
+                out.append(f"{self.fp8_convolutions} FP8 convolutions")
         return out
 
 
-def scan(text: str) -> Scan:
-    """Scan a StableHLO module's text."""
-    s = Scan(lines=text.count("\n"))
+def scan(text: str, platform: str = "cpu") -> Scan:
+    """Scan a StableHLO module's text, exported for ``platform``."""
+    s = Scan(lines=text.count("\n"), platform=platform)
+    from_f8 = {m.group(1) for m in FROM_F8.finditer(text)}
+    s.fp8_convolutions = sum(1 for m in CONV_OPERANDS.finditer(text)
+                             if from_f8.intersection(m.groups()))
     values = DENSE_ATTRIBUTE.sub("", text)
     s.wide_types = dict(Counter(m.group(1) for m in WIDE_TYPE.finditer(values)))
     s.custom_calls = dict(Counter(CUSTOM_CALL.findall(text)))
@@ -177,7 +195,7 @@ def check_graph(path: Path, source: str, platforms: Iterable[str] = PLATFORMS) -
                 continue
             entry["serialized_bytes"] = len(exp.serialize())
             entry["same_as_cpu"] = module == cpu
-            found = scan(exp.mlir_module())
+            found = scan(exp.mlir_module(), p)
             entry.update(asdict(found), problems=found.problems())
             entry["ok"] = not entry["problems"]
         except Exception as e:  # noqa: BLE001
