@@ -3,83 +3,127 @@
 #
 #   bash scripts/gpu_check.sh [OUT_DIR]          (default OUT_DIR: gpu_check_out)
 #
-# 1. The venv with the test tools, plus JAX's GPU plugin for the installed jax version
-#    (pip install "jax[cuda12]==VERSION"; for ROCm set TOSA_JAX_GPU_PLATFORM=rocm, which installs
-#    jax-rocm7-plugin and jax-rocm7-pjrt). Without network: put the wheels in a directory and
-#    set TOSA_JAX_GPU_WHEELS=DIR (installed with --no-index --find-links).
-# 2. The INT conformance slice (PRO-INT tests of the CI slice, every extension) run on the GPU
-#    by the official runner and judged by tosa_verify against the reference model, with
-#    jax_enable_x64 off and on. TOSA_JAX_GPU_SLICE_PROFILE=all runs the whole slice.
-# 3. bench/benchmark.py --platform gpu on the fixtures (and the zoo in .cache/zoo when it was
-#    exported): tosa_jax's GPU outputs against the reference model (integers identical), with
-#    latency and throughput beside the CPU's.
-# 4. bench/gpu_export.py on the fixtures and the slice (needs no GPU; the record of what the
-#    GPU was given).
+# 1. An environment with the test tools and JAX's GPU plugin:
+#    - by default the venv of scripts/_venv.sh (test extra) plus the plugin for its jax version
+#      (pip install "jax[cuda12]==VERSION"; TOSA_JAX_GPU_PLATFORM=rocm installs jax-rocm7-plugin
+#      and jax-rocm7-pjrt). Without network, TOSA_JAX_GPU_WHEELS=DIR holds the wheels.
+#    - or TOSA_JAX_GPU_PYTHON=python3: a Python that already has JAX with its GPU plugin (a GPU
+#      machine's image, offline). tosa_jax (editable) and tosa-tools with its Python
+#      dependencies are installed into its environment from TOSA_JAX_GPU_WHEELS, without
+#      dependencies and without network (tosa-tools pins an older numpy than such images have;
+#      the image's numpy, ml_dtypes and flatbuffers are kept).
+# 2. The CI's conformance slice (tosa_jax.testing.conformance.CI_SELECTION; taken from
+#    .cache/conformance, generated there if missing) run on the GPU by the official runner and
+#    judged by tosa_verify against the reference model: its PRO-INT tests with jax_enable_x64
+#    off and on (integers must be identical), its PRO-FP tests with x64 off (the spec's
+#    compliance bounds). TOSA_JAX_GPU_SLICE_PROFILE=all runs the whole slice in one step.
+# 3. bench/benchmark.py --platform gpu on the fixtures and the zoo in .cache/zoo (when exported):
+#    tosa_jax's GPU outputs against the reference model (integers identical), batch-1 latency,
+#    batch throughput and evaluate. TOSA_JAX_GPU_BENCH_ENGINES (default tosa_jax_gpu: the GPU
+#    alone; tosa_jax,reference adds the CPU figures of the same machine);
+#    TOSA_JAX_GPU_BENCH_ARGS: more options, e.g. "--repeat-ref 1 --ref-budget 1".
+# 4. bench/gpu_export.py on the fixtures and the slice (needs no GPU; the record of what the GPU
+#    was given). TOSA_JAX_GPU_EXPORT=0 leaves it out (CI's tests/unit/test_gpu_export.py runs it).
+# TOSA_JAX_CONFORMANCE_JOBS: the runner's processes (default: the cores, at most 16);
+# TOSA_JAX_GPU_STEP_TIMEOUT: seconds a step may take (default: no limit).
 # Every step runs; the exit status is 1 when any failed. Logs and JSON go to OUT_DIR.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$(mkdir -p "${1:-gpu_check_out}" && cd "${1:-gpu_check_out}" && pwd)"
 cd "$ROOT"
-source scripts/_venv.sh test
-set +e
 PLATFORM="${TOSA_JAX_GPU_PLATFORM:-cuda}"
 export TOSA_JAX_GPU_PLATFORM="$PLATFORM"
+WHEELS="${TOSA_JAX_GPU_WHEELS:-}"
+if [ -n "${TOSA_JAX_GPU_PYTHON:-}" ]; then
+  PY="$(command -v "$TOSA_JAX_GPU_PYTHON")" || { echo "gpu_check: no $TOSA_JAX_GPU_PYTHON" >&2; exit 2; }
+  pipi=("$PY" -m pip install -q --no-deps --no-index --no-build-isolation)
+  if ! "$PY" -c "import runner.tosa_verif_run_tests" >/dev/null 2>&1; then
+    [ -n "$WHEELS" ] || { echo "gpu_check: tosa-tools missing: set TOSA_JAX_GPU_WHEELS" >&2; exit 2; }
+    echo "== installing the wheels of $WHEELS into $PY's environment"
+    "${pipi[@]}" "$WHEELS"/*.whl || exit 2
+  fi
+  if ! "${pipi[@]}" -e "$ROOT"; then
+    # An old setuptools cannot make editable installs offline: the installed layout
+    # (lowering/ as tosa_jax.lowering...) as a folder of links on PYTHONPATH instead.
+    echo "== tosa_jax from $ROOT through links (no editable install here)"
+    SRC="$(mktemp -d)/tosa_jax"
+    mkdir "$SRC"
+    ln -s "$ROOT"/tosa_jax/* "$SRC"/
+    for d in lowering profiles hw_models; do ln -s "$ROOT/$d" "$SRC/$d"; done
+    export PYTHONPATH="$(dirname "$SRC")${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+  export PATH="$(dirname "$PY"):$PATH"
+else
+  source scripts/_venv.sh test
+  set +e
+  PY=python
+fi
+set +e
 # several processes share the GPU (the conformance runner's jobs): no preallocation
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 
-have_gpu() { JAX_PLATFORMS="$PLATFORM" python -c "import jax; print(jax.devices())" >/dev/null 2>&1; }
-if ! have_gpu; then
-  version="$(python -c 'import jax; print(jax.__version__)')"
+have_gpu() { JAX_PLATFORMS="$PLATFORM" "$PY" -c "import jax; print(jax.devices())" >/dev/null 2>&1; }
+if ! have_gpu && [ -z "${TOSA_JAX_GPU_PYTHON:-}" ]; then
+  version="$("$PY" -c 'import jax; print(jax.__version__)')"
   if [ "$PLATFORM" = rocm ]; then pkgs=("jax-rocm7-plugin==$version" "jax-rocm7-pjrt==$version")
   else pkgs=("jax[cuda12]==$version"); fi
   echo "== installing ${pkgs[*]}"
-  if [ -n "${TOSA_JAX_GPU_WHEELS:-}" ]; then
-    python -m pip install -q --no-index --find-links "$TOSA_JAX_GPU_WHEELS" "${pkgs[@]}"
+  if [ -n "$WHEELS" ]; then
+    "$PY" -m pip install -q --no-index --find-links "$WHEELS" "${pkgs[@]}"
   else
-    python -m pip install -q "${pkgs[@]}"
+    "$PY" -m pip install -q "${pkgs[@]}"
   fi
 fi
 if ! have_gpu; then
-  JAX_PLATFORMS="$PLATFORM" python -c "import jax; print(jax.devices())"
+  JAX_PLATFORMS="$PLATFORM" "$PY" -c "import jax; print(jax.devices())"
   echo "gpu_check: JAX finds no $PLATFORM device" >&2
   exit 2
 fi
-JAX_PLATFORMS="$PLATFORM" python -c "import jax; print('devices:', jax.devices())" | tee "$OUT/devices.txt"
+JAX_PLATFORMS="$PLATFORM" "$PY" -c "import jax, jaxlib; print('jax', jax.__version__, \
+'jaxlib', jaxlib.__version__, 'devices:', jax.devices())" | tee "$OUT/devices.txt"
 command -v nvidia-smi >/dev/null && nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 
 status=0
+LIMIT=()
+[ -n "${TOSA_JAX_GPU_STEP_TIMEOUT:-}" ] && LIMIT=(timeout "$TOSA_JAX_GPU_STEP_TIMEOUT")
 step() {  # step NAME COMMAND...: run, log, remember a failure
   local name="$1"; shift
   echo "== $name: $*"
   local t0=$SECONDS
-  "$@" 2>&1 | tee "$OUT/$name.log"
+  "${LIMIT[@]}" "$@" 2>&1 | tee "$OUT/$name.log"
   local rc=${PIPESTATUS[0]}
   echo "== $name: exit $rc in $((SECONDS - t0)) s"
   [ "$rc" -eq 0 ] || status=1
 }
 
-SLICE="$(python - <<'EOF'
-import importlib.util, sys
-from pathlib import Path
-spec = importlib.util.spec_from_file_location("conf", Path("bench/conformance.py"))
-conf = importlib.util.module_from_spec(spec); sys.modules["conf"] = conf; spec.loader.exec_module(conf)
-sel = conf.Selection(version="1.0.2", profiles=("all",), extensions=("all",), test_type="positive")
-print(conf.cached_slice(Path(".cache/conformance"), sel, 2))
-EOF
-)"
-PROFILE="${TOSA_JAX_GPU_SLICE_PROFILE:-tosa-pro-int}"
-JOBS="${TOSA_JAX_CONFORMANCE_JOBS:-2}"
-for x64 in off on; do
-  flag=(); [ "$x64" = on ] && flag=(--x64)
-  step "conformance_${PROFILE}_x64_$x64" env JAX_PLATFORMS="$PLATFORM" \
-    python bench/conformance.py run --tests "$SLICE" --profile "$PROFILE" --test-type positive \
-    -j "$JOBS" --strict --json "$OUT/conformance_${PROFILE}_x64_$x64.json" "${flag[@]}"
-done
+SLICE="$("$PY" -c "
+from tosa_jax.testing import conformance as c
+print(c.cached_slice(c.CI_CACHE, c.CI_SELECTION, progress=True))" | tail -n 1)" || exit 2
+CORES="$(nproc)"
+JOBS="${TOSA_JAX_CONFORMANCE_JOBS:-$((CORES < 16 ? CORES : 16))}"
+conformance() {  # conformance PROFILE X64(on/off)
+  local flag=(); [ "$2" = on ] && flag=(--x64)
+  [ "$1" = all ] || flag+=(--profile "$1")
+  step "conformance_$1_x64_$2" env JAX_PLATFORMS="$PLATFORM" \
+    "$PY" bench/conformance.py run --tests "$SLICE" --test-type positive \
+    -j "$JOBS" --strict --json "$OUT/conformance_$1_x64_$2.json" "${flag[@]}"
+}
+if [ "${TOSA_JAX_GPU_SLICE_PROFILE:-}" = all ]; then
+  conformance all off
+else
+  conformance tosa-pro-int off
+  conformance tosa-pro-int on
+  conformance tosa-pro-fp off
+fi
 models=(tests/fixtures)
 [ -d .cache/zoo ] && models+=(.cache/zoo)
-step benchmark_gpu python bench/benchmark.py --platform gpu --models "${models[@]}" \
-  --engines tosa_jax,reference --json "$OUT/benchmark_gpu.json"
-step gpu_export python bench/gpu_export.py --sources fixtures zoo slice \
-  --json "$OUT/gpu_export.json"
+read -r -a bench_args <<<"${TOSA_JAX_GPU_BENCH_ARGS:-}"
+step benchmark_gpu "$PY" bench/benchmark.py --platform gpu --quick --models "${models[@]}" \
+  --engines "${TOSA_JAX_GPU_BENCH_ENGINES:-tosa_jax_gpu}" --json "$OUT/benchmark_gpu.json" \
+  "${bench_args[@]}"
+if [ "${TOSA_JAX_GPU_EXPORT:-1}" != 0 ]; then
+  step gpu_export "$PY" bench/gpu_export.py --sources fixtures zoo slice \
+    --json "$OUT/gpu_export.json"
+fi
 echo "gpu_check: $([ $status -eq 0 ] && echo passed || echo FAILED); results in $OUT"
 exit $status
