@@ -14,11 +14,11 @@ equation, each equation run eagerly on both devices).
 DIAG_GPU=cpu runs it on a machine without a GPU (the CPU stands in; nothing should differ).
 The 2026-11-26 H200 run: bench/results/gpu_h200_2026-11-26/diagnosis.log.
 """
+import inspect
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -210,12 +210,13 @@ for d in sorted((SLICE / "operators" / "tensor").glob("*/*")):
 CHILD = r"""
 import sys, numpy as np, jax, tosa_jax, json
 from pathlib import Path
-sys.path.insert(0, sys.argv[2]); from diag_child import inputs_of
+from tosa_jax.testing import conformance_sut as sut
+""" + inspect.getsource(inputs_of) + r"""
 td = Path(sys.argv[1])
 mc = tosa_jax.load(str(td / "test.tosa"), device="cpu", cache=False)
 x = inputs_of(td, mc)
 want = [np.asarray(o).astype(np.float64) for o in mc(*x)]
-mg = tosa_jax.load(str(td / "test.tosa"), device=sys.argv[3], cache=False)
+mg = tosa_jax.load(str(td / "test.tosa"), device=sys.argv[2], cache=False)
 got = [np.asarray(o).astype(np.float64) for o in mg(*x)]
 fin = [np.isfinite(a) & np.isfinite(b) for a, b in zip(want, got)]
 err = max(float(np.max(np.abs(a - b)[f] / np.maximum(np.abs(a[f]), 1e-30), initial=0))
@@ -224,15 +225,11 @@ nonfin = sum(int(np.sum(~f & ~((a == b) | (np.isnan(a) & np.isnan(b)))))
              for a, b, f in zip(want, got, fin))
 print("maxrel", err, "nonfinite-mismatch", nonfin)
 """
-HELPER = Path(tempfile.mkdtemp())
-(HELPER / "diag_child.py").write_text(
-    "import json\nimport numpy as np\nfrom tosa_jax.testing import conformance_sut as sut\n"
-    + "\n".join(__import__("inspect").getsource(inputs_of).splitlines()) + "\n")
 
 
 def child(d):
     try:
-        p = subprocess.run([sys.executable, "-c", CHILD, str(d), str(HELPER), GNAME],
+        p = subprocess.run([sys.executable, "-c", CHILD, str(d), GNAME],
                            capture_output=True, text=True, timeout=90,
                            env={**os.environ,
                                 "JAX_PLATFORMS": "cuda,cpu" if GNAME == "gpu" else "cpu"})
