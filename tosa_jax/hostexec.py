@@ -85,7 +85,8 @@ def host_key(graph_digest: str, args: list[tuple[tuple[int, ...], str]]) -> dict
     """The key of the host entry of a graph's executable for these (shape, numpy dtype) args."""
     return {"kind": "host", "format": FORMAT, "graph": graph_digest, "code": code_digest(),
             "args": [[list(s), d] for s, d in args], "runtime": runtime_id(),
-            "machine": machine_id(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
+            "machine": machine_id(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "gpu_forms": os.environ.get("TOSA_JAX_GPU_FORMS", "")}  # as Model's key
 
 
 def entry_of(compiled: Any) -> dict[str, Any] | None:
