@@ -139,3 +139,15 @@ def test_whole_conformance_slice_exports_for_gpu() -> None:
     # float64 and converts at once to the 32-bit operand type (bench/gpu_export.py --x64 lists
     # them); the fixtures are clean either way (test_fixtures_export_for_gpu).
     _check_all(_slice(1, generate=True))
+
+
+def test_model_traces_its_platforms_form_only() -> None:
+    """Model lowers for its platform alone (numerics.lowering_for): the CPU's module of an int8
+    network holds no per-platform case, where jax.jit(model.fn) traces both forms; both compute
+    model()'s result."""
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    x = np.load(FIXTURES / "cnn_int8.input.npy")
+    own = model._lower((jax.device_put(x),)).as_text()
+    plain = jax.jit(model.fn).lower(x).as_text()
+    assert "stablehlo.case" not in own and "stablehlo.case" in plain
+    np.testing.assert_array_equal(np.asarray(jax.jit(model.fn)(x)[0]), np.asarray(model(x)))

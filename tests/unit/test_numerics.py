@@ -80,3 +80,41 @@ def test_reciprocal_scale_matches_spec() -> None:
     for c, m, s in zip(counts, mult, shift):
         k = 32 - (32 - int(c - 1).bit_length())  # 32 - count_leading_zeros(c - 1)
         assert (m, s) == ((((1 << 30) + 1) << k) // int(c), 30 + k)
+
+
+# ---------------------------------------------------------------------------- per backend
+
+
+def test_on_cpu_else_traces_the_target_form_only() -> None:
+    """Inside lowering_for a trace holds one form; without it both, and XLA keeps the CPU's
+    here; TOSA_JAX_GPU_FORMS=1 takes the other form on the CPU too. int_dot_general's two forms
+    agree with numpy's exact product (int8 operands on the CPU, int32 elsewhere)."""
+    import os
+
+    a = np.arange(-12, 12, dtype=np.int8).reshape(2, 3, 4) * 10
+    b = np.arange(-16, 16, dtype=np.int8).reshape(2, 4, 4) * 7
+    dims = (((2,), (1,)), ((0,), (0,)))
+    want = np.einsum("bmk,bkn->bmn", a.astype(np.int64), b.astype(np.int64))
+
+    def f() -> object:
+        # a new function for each trace: JAX caches traces by function, not by lowering_for
+        # (which is why Model keeps one jitted function per platform)
+        return lambda x, y: nx.int_dot_general(x, y, dims)
+
+    with nx.lowering_for("cpu"):
+        cpu = str(jax.make_jaxpr(f())(a, b))
+    with nx.lowering_for("cuda"):
+        gpu = str(jax.make_jaxpr(f())(a, b))
+    both = str(jax.make_jaxpr(f())(a, b))
+    assert "cond" not in cpu and "convert_element_type" not in cpu  # int8 operands
+    assert "cond" not in gpu and "convert_element_type" in gpu  # widened to int32
+    assert "cond" in both and both.count("dot_general") == 2  # XLA keeps the target's
+    np.testing.assert_array_equal(np.asarray(jax.jit(f())(a, b)), want)
+    with nx.lowering_for("cuda"):  # the GPU's form, run here
+        np.testing.assert_array_equal(np.asarray(jax.jit(f())(a, b)), want)
+    os.environ[nx.GPU_FORMS_ENV] = "1"
+    try:
+        forced = str(jax.make_jaxpr(f())(a, b))
+    finally:
+        del os.environ[nx.GPU_FORMS_ENV]
+    assert "cond" not in forced and "convert_element_type" in forced
