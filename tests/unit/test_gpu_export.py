@@ -141,13 +141,16 @@ def test_whole_conformance_slice_exports_for_gpu() -> None:
     _check_all(_slice(1, generate=True))
 
 
-def test_model_traces_its_platforms_form_only() -> None:
+def test_model_traces_its_platforms_form_only(reference) -> None:
     """Model lowers for its platform alone (numerics.lowering_for): the CPU's module of an int8
-    network holds no per-platform case, where jax.jit(model.fn) traces both forms; both compute
-    model()'s result."""
+    network holds no per-platform case, where jax.jit(model.fn) traces both forms; both give
+    the reference model's integers."""
     model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
     x = np.load(FIXTURES / "cnn_int8.input.npy")
     own = model._lower((jax.device_put(x),)).as_text()
     plain = jax.jit(model.fn).lower(x).as_text()
     assert "stablehlo.case" not in own and "stablehlo.case" in plain
-    np.testing.assert_array_equal(np.asarray(jax.jit(model.fn)(x)[0]), np.asarray(model(x)))
+    out = model.outputs[0].name
+    want = reference(FIXTURES / "cnn_int8.tosa", {model.inputs[0].name: x}, [out])[out]
+    np.testing.assert_array_equal(np.asarray(jax.jit(model.fn)(x)[0]), want)
+    np.testing.assert_array_equal(np.asarray(model(x)), want)
