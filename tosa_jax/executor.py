@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tosa_jax import layout
+from tosa_jax import layout, reroll
 from tosa_jax.errors import (
     TosaError,
     TosaInputError,
@@ -266,7 +266,9 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
 
     shared = _shared(block)
     ranges = BlockRanges(block)
-    for i, op in enumerate(block.operators):
+
+    def execute(i: int, op: Operator) -> None:
+        nonlocal state
         where = _where(op, i, block)
         stateful = op.op in STATEFUL_OPS
         node = Node(op.op, tuple(block.tensors[n] for n in op.inputs),
@@ -289,7 +291,7 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
                     env[t.name] = laid
                 if keep is not None:
                     keep[t.name] = layout.logical(laid)
-                continue
+                return
         args = [value(n) for n in op.inputs]
         if not stateful and args and all(_is_constant(a) for a in args):
             # Constant propagation: an operator of constants is evaluated now, op by op, with
@@ -319,7 +321,40 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
                 env[t.name] = value_
             if keep is not None:
                 keep[t.name] = value_
+
+    loops = {lp.start: lp for lp in reroll.plan(block)} if keep is None else {}
+    i = 0
+    while i < len(block.operators):
+        loop = loops.get(i)
+        if loop is None:
+            execute(i, block.operators[i])
+            i += 1
+            continue
+        for j in loop.outside:
+            execute(j, block.operators[j])
+        env.update(_run_loop(graph, loop, value))
+        i = loop.stop
     return tuple(value(n) for n in block.outputs), state
+
+
+def _run_loop(graph: Graph, loop: reroll.Loop, value: Callable[[str], Any]) -> dict[str, Any]:
+    """A rolled run of steps (``tosa_jax.reroll``) as one ``lax.scan``: the step is traced
+    once. Returns the values used after the loop, by tensor name."""
+    init = [jnp.asarray(value(n)) for n in loop.init]
+    xs = [jnp.stack([value(n) for n in names]) for names in loop.xs]
+    invariants = [value(n) for n in loop.invariants]  # constants stay numpy values
+    carried = len(init)
+
+    def step(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
+        outs, _ = run_block(graph, loop.body, [*carry, *x, *invariants], {})
+        return list(outs[:carried]), list(outs[carried:])
+
+    final, ys = jax.lax.scan(step, init, xs, length=loop.steps)
+    out: dict[str, Any] = {}
+    for stacked, names in zip(ys, loop.ys, strict=True):
+        out.update((n, stacked[k]) for k, n in enumerate(names) if n is not None)
+    out.update((n, v) for v, n in zip(final, loop.finals, strict=True) if n is not None)
+    return out
 
 
 def graph_variables(graph: Graph) -> dict[str, Tensor]:

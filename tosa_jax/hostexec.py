@@ -86,7 +86,8 @@ def host_key(graph_digest: str, args: list[tuple[tuple[int, ...], str]]) -> dict
     return {"kind": "host", "format": FORMAT, "graph": graph_digest, "code": code_digest(),
             "args": [[list(s), d] for s, d in args], "runtime": runtime_id(),
             "machine": machine_id(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "gpu_forms": os.environ.get("TOSA_JAX_GPU_FORMS", "")}  # as Model's key
+            "gpu_forms": os.environ.get("TOSA_JAX_GPU_FORMS", ""),  # as Model's key
+            "roll": os.environ.get("TOSA_JAX_ROLL", "")}
 
 
 def entry_of(compiled: Any) -> dict[str, Any] | None:

@@ -1,0 +1,111 @@
+"""Unrolled recurrences rolled into loops (tosa_jax.reroll): what the planner finds, and that
+a rolled graph gives the reference model's results bit for bit.
+
+The graph is an unrolled int8 RNN as ExecuTorch exports one: every time step has its own
+constants (RESCALE scales and zero points, TABLE contents calibrated per step, a SLICE start
+per step), its weights are shared, the state is carried from step to step, a value of every
+step is concatenated at the end (stacked out of the loop) and the last state is a second
+output (the loop's final state).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import tosa_jax
+from tosa_jax import reroll
+from tosa_jax.ir import GraphBuilder
+from tosa_jax.testing import FIXTURES
+from tosa_jax.testing.reference import check_exact
+
+STEPS, WIDTH = 12, 8
+
+
+def unrolled_rnn(steps: int = STEPS, seed: int = 0) -> GraphBuilder:
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder()
+    x = b.input("x", (1, steps, WIDTH), "INT8")
+    h = b.input("h0", (1, 1, WIDTH), "INT8")
+    w_h = b.const(rng.integers(-128, 128, (1, WIDTH, WIDTH)), "INT8", "w_h")  # shared weights
+    w_x = b.const(rng.integers(-128, 128, (1, WIDTH, WIDTH)), "INT8", "w_x")
+    states = []
+    for t in range(steps):
+        xt = b.op("SLICE", [x, b.const([0, t, 0], "SHAPE"), b.const([1, 1, WIDTH], "SHAPE")],
+                  (1, 1, WIDTH), "INT8")
+        zp = int(rng.integers(-5, 5))
+        acc = b.op("ADD", [
+            b.op("MATMUL", [h, w_h, b.const([zp], "INT8"), b.const([0], "INT8")],
+                 (1, 1, WIDTH), "INT32"),
+            b.op("MATMUL", [xt, w_x, b.const([0], "INT8"), b.const([0], "INT8")],
+                 (1, 1, WIDTH), "INT32")], (1, 1, WIDTH), "INT32")
+        scaled = b.op("RESCALE", [
+            acc, b.const(rng.integers(1 << 30, (1 << 31) - 1, WIDTH), "INT32"),
+            b.const(rng.integers(20, 26, WIDTH), "INT8"), b.const([0], "INT32"),
+            b.const([int(rng.integers(-10, 10))], "INT8")], (1, 1, WIDTH), "INT8",
+            scale32=True, rounding_mode="DOUBLE_ROUND", per_channel=True, input_unsigned=False,
+            output_unsigned=False)
+        h = b.op("TABLE", [scaled, b.const(np.sort(rng.integers(-128, 128, 256)), "INT8")],
+                 (1, 1, WIDTH), "INT8")
+        states.append(scaled)
+    seq = b.op("CONCAT", states, (1, steps, WIDTH), "INT8", axis=1)
+    b.block.outputs = [seq, h]
+    return b
+
+
+def _inputs(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": rng.integers(-128, 128, (1, STEPS, WIDTH)).astype(np.int8),
+            "h0": rng.integers(-128, 128, (1, 1, WIDTH)).astype(np.int8)}
+
+
+def test_planner_rolls_the_steps() -> None:
+    b = unrolled_rnn()
+    graph = b.build(b.block.outputs)
+    (loop,) = reroll.plan(graph.main)
+    assert loop.steps >= STEPS - 1 >= reroll.MIN_STEPS  # the alignment may leave one unrolled
+    assert len(loop.init) == 1                           # the state
+    assert len(loop.xs) >= 5     # the slices, a zero point, scales, shifts, output zp, tables
+    assert loop.ys and loop.finals[0] is not None  # the concatenated values; the last state
+    assert not any(op.op in ("SLICE", "CONST_SHAPE") for op in loop.body.operators)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_rolled_rnn_matches_reference(reference, seed: int) -> None:
+    b = unrolled_rnn(seed=seed)
+    graph = b.build(b.block.outputs)
+    check_exact(reference, graph, inputs=_inputs(seed))  # x64 off and on
+    model = tosa_jax.load(graph, cache=False)
+    lowered = jax.jit(model.fn).lower(*_inputs(seed).values()).as_text()
+    assert "stablehlo.while" in lowered  # it did run as a loop
+
+
+def test_rolled_rnn_batched_matches_reference(reference) -> None:
+    b = unrolled_rnn(seed=3)
+    graph = b.build(b.block.outputs)
+    data = tosa_jax.write(graph)
+    model = tosa_jax.load(data, cache=False)
+    samples = [_inputs(10 + i) for i in range(3)]
+    got = jax.jit(jax.vmap(model.fn))(*(np.stack([s[k] for s in samples]) for k in ("x", "h0")))
+    for i, s in enumerate(samples):
+        want = reference(data, s, list(graph.main.outputs))
+        for name, value in zip(graph.main.outputs, got, strict=True):
+            np.testing.assert_array_equal(np.asarray(value)[i], want[name])
+
+
+def test_off_switch_and_cache_key(monkeypatch) -> None:
+    b = unrolled_rnn(seed=4)
+    graph = b.build(b.block.outputs)
+    monkeypatch.setenv(reroll.ENV, "0")
+    assert reroll.plan(graph.main) == ()
+    model = tosa_jax.load(graph, cache=False)
+    assert "stablehlo.while" not in jax.jit(model.fn).lower(*_inputs(4).values()).as_text()
+
+
+def test_short_and_float_recurrences_stay_unrolled() -> None:
+    b = unrolled_rnn(steps=reroll.MIN_STEPS - 2)
+    assert reroll.plan(b.build(b.block.outputs).main) == ()
+    # an FP32 GRU (ExecuTorch export): float steps run faster unrolled (module docstring)
+    gru = tosa_jax.load(FIXTURES / "gru_fp32.tosa", cache=False)
+    assert reroll.plan(gru.graph.main) == ()
