@@ -344,10 +344,16 @@ def _run_loop(graph: Graph, loop: reroll.Loop, value: Callable[[str], Any]) -> d
     xs = [jnp.stack([value(n) for n in names]) for names in loop.xs]
     invariants = [value(n) for n in loop.invariants]  # constants stay numpy values
     carried = len(init)
+    # Inside shard_map (evaluate across devices) values vary along its axes, and a carried
+    # value must vary alike in and out: the state, whatever it starts from, varies along every
+    # axis its step's inputs vary along.
+    axes = frozenset().union(*(_varying(v) for v in (*init, *xs, *invariants)))
 
     def step(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
         outs, _ = run_block(graph, loop.body, [*carry, *x, *invariants], {})
-        return list(outs[:carried]), list(outs[carried:])
+        return [_vary(v, axes) for v in outs[:carried]], list(outs[carried:])
+
+    init = [_vary(v, axes) for v in init]
 
     final, ys = jax.lax.scan(step, init, xs, length=loop.steps)
     out: dict[str, Any] = {}
@@ -355,6 +361,21 @@ def _run_loop(graph: Graph, loop: reroll.Loop, value: Callable[[str], Any]) -> d
         out.update((n, stacked[k]) for k, n in enumerate(names) if n is not None)
     out.update((n, v) for v, n in zip(final, loop.finals, strict=True) if n is not None)
     return out
+
+
+def _varying(value: Any) -> frozenset[str]:
+    """The shard_map axes along which ``value`` varies (none outside shard_map)."""
+    axes: set[str] = set()
+    for leaf in jax.tree.leaves(value):
+        aval = jax.typeof(leaf)
+        manual = getattr(aval, "manual_axis_type", None)  # jax 0.10; older: aval.vma
+        axes.update(manual.varying if manual is not None else getattr(aval, "vma", ()))
+    return frozenset(axes)
+
+
+def _vary(value: Any, axes: frozenset[str]) -> Any:
+    missing = tuple(sorted(axes - _varying(value)))
+    return jax.lax.pcast(value, missing, to="varying") if missing else value
 
 
 def graph_variables(graph: Graph) -> dict[str, Tensor]:
