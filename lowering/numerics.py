@@ -143,6 +143,11 @@ def lowering_for(platform: str | None) -> Iterator[None]:
         _TARGET.reset(token)
 
 
+def lowering_target() -> str | None:
+    """The platform of the trace in progress, where ``lowering_for`` says it."""
+    return _TARGET.get()
+
+
 def on_cpu_else(cpu: Any, other: Any, *args: Any) -> Any:
     """``cpu(*args)`` when the program is compiled for XLA's CPU backend, ``other(*args)`` for
     any other (GPU) backend. Inside ``lowering_for`` only that platform's form is traced; else

@@ -31,7 +31,7 @@ from tosa_jax.ir import (
 )
 from tosa_jax.layout import Laid
 from tosa_jax.lowering import LOWERINGS, Node, WithState
-from tosa_jax.lowering.numerics import DEVICE_DTYPES, fusion_boundary
+from tosa_jax.lowering.numerics import DEVICE_DTYPES, fusion_boundary, lowering_target
 from tosa_jax.ranges import BlockRanges
 
 # Operators that run blocks (EXT-CONTROLFLOW) or touch variables (EXT-VARIABLE). They are never
@@ -322,7 +322,10 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
             if keep is not None:
                 keep[t.name] = value_
 
-    loops = {lp.start: lp for lp in reroll.plan(block)} if keep is None else {}
+    # rolled loops: not where tosa_jax.inspect keeps every value, and for the CPU only (see
+    # tosa_jax.reroll)
+    roll = keep is None and lowering_target() in (None, "cpu")
+    loops = {lp.start: lp for lp in reroll.plan(block)} if roll else {}
     i = 0
     while i < len(block.operators):
         loop = loops.get(i)

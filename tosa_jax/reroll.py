@@ -35,6 +35,11 @@ compute integers are rolled, and only runs of at least ``MIN_STEPS`` steps.
   step pays the loop's own kernels: the zoo's FP32 LSTM ran batch 1 in 0.33 ms rolled against
   0.13 ms unrolled, for a compile 0.1 s shorter.
 
+For the CPU only (a trace that ``lowering.numerics.lowering_for`` says is for another
+platform stays unrolled): on an H200 (jax 0.11.2, CUDA 13) the rolled int8 LSTM compiled in
+2.4 s against 4.2 s, but ran batch 1 in 0.60 ms against 0.28 ms and batch 64 at 3,833
+against 6,377 samples/s (XLA's GPU while loop), bit-exact both ways.
+
 ``TOSA_JAX_ROLL=0`` turns this off (the compile cache keys hold it).
 """
 

@@ -115,3 +115,18 @@ def test_short_and_float_recurrences_stay_unrolled() -> None:
     # an FP32 GRU (ExecuTorch export): float steps run faster unrolled (module docstring)
     gru = tosa_jax.load(FIXTURES / "gru_fp32.tosa", cache=False)
     assert reroll.plan(gru.graph.main) == ()
+
+
+def test_only_the_cpu_trace_rolls() -> None:
+    """Another platform's trace (lowering_for) stays unrolled (tosa_jax.reroll: measured on
+    an H200, the loop ran slower than the steps it replaced)."""
+    from tosa_jax.lowering.numerics import lowering_for
+
+    b = unrolled_rnn(seed=5)
+    model = tosa_jax.load(b.build(b.block.outputs), cache=False)
+    x = _inputs(5)["x"]
+    for platform, loops in (("cpu", True), ("cuda", False)):
+        with lowering_for(platform):
+            fresh = jax.jit(lambda *a: model.fn(*a))  # (JAX caches traces by function)
+            text = fresh.trace(x).lower(lowering_platforms=(platform,)).as_text()
+        assert ("stablehlo.while" in text) == loops, platform
