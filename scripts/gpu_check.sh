@@ -22,7 +22,9 @@
 #    batch throughput and evaluate. TOSA_JAX_GPU_BENCH_ENGINES (default tosa_jax_gpu: the GPU
 #    alone; tosa_jax,reference adds the CPU figures of the same machine);
 #    TOSA_JAX_GPU_BENCH_ARGS: more options, e.g. "--repeat-ref 1 --ref-budget 1".
-# 4. bench/gpu_export.py on the fixtures and the slice (needs no GPU; the record of what the GPU
+# 4. bench/first_result.py: a fresh process's first result on the GPU, compiled and then
+#    from the persistent compile cache (cnn_int8; resnet_int8 and lstm_int8 of the zoo).
+# 5. bench/gpu_export.py on the fixtures and the slice (needs no GPU; the record of what the GPU
 #    was given). TOSA_JAX_GPU_EXPORT=0 leaves it out (CI's tests/unit/test_gpu_export.py runs it).
 # TOSA_JAX_CONFORMANCE_JOBS: the runner's processes (default: the cores, at most 16);
 # TOSA_JAX_GPU_STEP_TIMEOUT: seconds a step may take (default: no limit).
@@ -121,6 +123,9 @@ read -r -a bench_args <<<"${TOSA_JAX_GPU_BENCH_ARGS:-}"
 step benchmark_gpu "$PY" bench/benchmark.py --platform gpu --quick --models "${models[@]}" \
   --engines "${TOSA_JAX_GPU_BENCH_ENGINES:-tosa_jax_gpu}" --json "$OUT/benchmark_gpu.json" \
   "${bench_args[@]}"
+first=(tests/fixtures/cnn_int8.tosa)
+for g in resnet_int8 lstm_int8; do [ -f ".cache/zoo/$g.tosa" ] && first+=(".cache/zoo/$g.tosa"); done
+step first_result_gpu env JAX_PLATFORMS="$PLATFORM" "$PY" bench/first_result.py "${first[@]}"
 if [ "${TOSA_JAX_GPU_EXPORT:-1}" != 0 ]; then
   step gpu_export "$PY" bench/gpu_export.py --sources fixtures zoo slice \
     --json "$OUT/gpu_export.json"
