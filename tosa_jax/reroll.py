@@ -161,7 +161,8 @@ class _Planner:
             edges = np.flatnonzero(eq[1:] != eq[:-1])
             a, e = edges[::2], edges[1::2]
             steps = (e - a + p) // p
-            keep = (steps >= MIN_STEPS) & (work[np.minimum(a + p, n)] - work[a] >= MIN_BODY)
+            mid = a + steps // 2 * p  # (a first window may be folded into constants)
+            keep = (steps >= MIN_STEPS) & (work[np.minimum(mid + p, n)] - work[mid] >= MIN_BODY)
             found.extend((int(x), p, int(k)) for x, k in zip(a[keep], steps[keep], strict=True))
         found.sort(key=lambda c: (-c[1] * c[2], c[1]))
         return found
