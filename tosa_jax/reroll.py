@@ -119,6 +119,12 @@ def _signature(block: Block, op: Operator) -> tuple[Any, ...]:
             tuple((t[n].shape, t[n].dtype, t[n].block_size) for n in op.outputs))
 
 
+def _same_attrs(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.keys() == b.keys() and all(
+        np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) or isinstance(b[k], np.ndarray)
+        else a[k] == b[k] for k in a)
+
+
 def _same_data(a: Tensor, b: Tensor) -> bool:
     if a.data is None or b.data is None or a.block_scaled or b.block_scaled:
         return False
@@ -289,6 +295,10 @@ class _Planner:
 
         def out_names(j: int, k: int) -> tuple[str, ...]:
             return tuple(op_at(w, j).outputs[k] for w in range(steps))
+
+        if not all(_same_attrs(op_at(0, j).attrs, op_at(w, j).attrs)
+                   for j in range(p) for w in range(1, steps)):
+            return None  # (signatures compare attributes by their repr)
 
         kind: dict[tuple[int, int], tuple[Any, ...]] = {}
         it = iter(pattern)

@@ -147,3 +147,19 @@ def test_only_the_cpu_trace_rolls() -> None:
             fresh = jax.jit(lambda *a: model.fn(*a))  # (JAX caches traces by function)
             text = fresh.trace(x).lower(lowering_platforms=(platform,)).as_text()
         assert ("stablehlo.while" in text) == loops, platform
+
+
+def test_a_loop_that_cannot_be_traced_runs_unrolled(reference, monkeypatch) -> None:
+    """Rolling is a form, never a result: if a step cannot be traced in a loop, its steps run
+    as the graph has them (with a warning), and the results are the reference model's."""
+    from tosa_jax import executor
+
+    def refuse(*args: object) -> None:
+        raise TypeError("no loop here")
+
+    monkeypatch.setattr(executor, "_run_loop", refuse)
+    b = unrolled_rnn(seed=6, ahead=True)
+    graph = b.build(b.block.outputs)
+    assert reroll.plan(graph.main)
+    with pytest.warns(UserWarning, match="run unrolled"):
+        check_exact(reference, graph, inputs=_inputs(6))
