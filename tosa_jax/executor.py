@@ -379,7 +379,7 @@ def _varying(value: Any) -> frozenset[str]:
     axes: set[str] = set()
     for leaf in jax.tree.leaves(value):
         aval = jax.typeof(leaf)
-        manual = getattr(aval, "manual_axis_type", None)  # jax 0.10; older: aval.vma
+        manual = getattr(aval, "manual_axis_type", None)  # jax 0.10; else aval.vma
         axes.update(manual.varying if manual is not None else getattr(aval, "vma", ()))
     return frozenset(axes)
 

@@ -191,7 +191,7 @@ class _Planner:
 
     # ---- one candidate
     def _kind(self, start: int, stop: int, p: int, i: int, name: str) -> tuple[Any, ...]:
-        """How operator ``i`` (of the window starting at ``i - i % p``) gets ``name``:
+        """How operator ``i`` of the run [start, stop) of windows of ``p`` gets ``name``:
         ('int', j, k) from position j of its own window, ('carry', j, k) from the previous
         window, ('ext',) from outside the run, ('far',) from an earlier window."""
         src = self.producer.get(name)
