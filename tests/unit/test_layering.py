@@ -139,3 +139,10 @@ def test_runtime_never_imports_the_test_helpers() -> None:
     assert {k: v for k, v in wrong.items() if v} == {}
     # and tosa_jax.testing itself stays importable without JAX (benchmark workers import it first)
     assert _loaded_after("import tosa_jax.testing") == set()
+
+
+def test_planning_loops_needs_no_jax() -> None:
+    """tosa_jax.reroll plans on the IR alone (the executor, which imports JAX, runs the plan)."""
+    code = ("import tosa_jax.reroll as r\nfrom tosa_jax.serialization import read\n"
+            f"r.plan(read({str(GRAPH)!r}).main)")
+    assert _loaded_after(code) == {"flatbuffers"}
