@@ -20,7 +20,9 @@ from tosa_jax.errors import (
     TosaValidationError,
 )
 from tosa_jax.ir import (
+    CONSTANT_OPS,
     HOST_DTYPES,
+    STATEFUL_OPS,
     WIDE_TYPES,
     Block,
     BlockScaled,
@@ -35,10 +37,6 @@ from tosa_jax.lowering import LOWERINGS, Node, WithState
 from tosa_jax.lowering.numerics import DEVICE_DTYPES, fusion_boundary, lowering_target
 from tosa_jax.ranges import BlockRanges
 
-# Operators that run blocks (EXT-CONTROLFLOW) or touch variables (EXT-VARIABLE). They are never
-# evaluated eagerly as constants: their results may depend on the variable state, and their
-# lowerings decide themselves what can be decided before tracing (a constant condition, say).
-STATEFUL_OPS = frozenset({"COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"})
 # Operators that XLA fuses into their users (elementwise and data layout). An integer result of
 # one of them used by two or more operators is computed once (numerics.fusion_boundary): XLA
 # would otherwise copy its whole producing chain into each user.
@@ -98,7 +96,7 @@ def check_block(graph: Graph, block: Block, _running: tuple[int, ...] = ()) -> N
         for name in op.outputs:
             if name not in block.tensors:
                 raise TosaValidationError(f"{where}: output {name!r} has no tensor")
-            if op.op in ("CONST", "CONST_SHAPE") and block.tensors[name].data is None:
+            if op.op in CONSTANT_OPS and block.tensors[name].data is None:
                 raise TosaValidationError(f"{where}: constant {name!r} has no data")
             if name in defined and name not in variables:
                 raise TosaValidationError(f"{where}: output {name!r} is defined twice")

@@ -227,6 +227,25 @@ class Block:
     outputs: list[str] = field(default_factory=list)
 
 
+# Operators that make constants; and operators that run blocks (EXT-CONTROLFLOW) or touch
+# variables (EXT-VARIABLE), which are never evaluated as constants: their results may depend on
+# the variable state, and their lowerings decide what can be decided before tracing.
+CONSTANT_OPS = frozenset({"CONST", "CONST_SHAPE"})
+STATEFUL_OPS = frozenset({"COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"})
+
+
+def trace_constants(block: Block) -> set[str]:
+    """The tensors of ``block`` that are numpy constants while it is traced (the executor's
+    constant propagation): CONST / CONST_SHAPE outputs, and the outputs of operators other than
+    STATEFUL_OPS whose inputs all are."""
+    const: set[str] = set()
+    for op in block.operators:
+        if op.op in CONSTANT_OPS or (op.op not in STATEFUL_OPS and op.inputs
+                                     and all(n in const for n in op.inputs)):
+            const.update(op.outputs)
+    return const
+
+
 def contraction_macs(block: Block, op: Operator) -> int:
     """Multiply-accumulates of a convolution or MATMUL, from its shapes (0 for other operators):
     each output element of a correlation sums kernel taps x input channels products; each input

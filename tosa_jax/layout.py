@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tosa_jax.ir import WIDE_TYPES, Tensor
+from tosa_jax.ir import WIDE_TYPES, Tensor, trace_constants
 
 # False: every TRANSPOSE applied where it stands (for comparisons; set before tracing).
 ENABLED = True
@@ -51,8 +51,6 @@ AXIS_OPS = frozenset({"REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX", "REDUCE_MIN", "R
                       "REDUCE_SUM", "CONCAT"})
 OPS = ELEMENTWISE | AXIS_OPS | {"TRANSPOSE", "RESHAPE"}
 _TRIALS_MAX = 5000  # operators replayed by plan()'s one-by-one trials, at most
-# never evaluated as constants by the executor
-_STATEFUL = frozenset({"COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"})
 
 
 @dataclass(frozen=True)
@@ -210,12 +208,10 @@ def _steps(block: Any) -> list[tuple[Any, ...]]:
     from tosa_jax.lowering import Node
 
     tensors = block.tensors
-    const: set[str] = set()
+    const = trace_constants(block)
     steps: list[tuple[Any, ...]] = []
     for i, op in enumerate(block.operators):
-        if op.op in ("CONST", "CONST_SHAPE") or (
-                op.inputs and all(n in const for n in op.inputs) and op.op not in _STATEFUL):
-            const.update(op.outputs)
+        if op.outputs and all(n in const for n in op.outputs):  # evaluated at trace time
             continue
         inputs = [n for n in op.inputs if n not in const]
         node = Node(op.op, tuple(tensors[n] for n in op.inputs),

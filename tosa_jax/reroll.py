@@ -53,16 +53,22 @@ from typing import Any
 
 import numpy as np
 
-from tosa_jax.ir import INT_RANGES, WIDE_TYPES, Block, Operator, Tensor
+from tosa_jax.ir import (
+    CONSTANT_OPS,
+    INT_RANGES,
+    STATEFUL_OPS,
+    WIDE_TYPES,
+    Block,
+    Operator,
+    Tensor,
+    trace_constants,
+)
 
 ENV = "TOSA_JAX_ROLL"
 MIN_STEPS = 8         # steps rolled into one loop (see the module docstring)
 MIN_BODY = 4          # operators of one step that compute (constants aside)
 MAX_PERIOD = 1024     # operators of one step, constants included
 MAX_ATTEMPTS = 64     # candidate runs checked per block
-CONSTANT_OPS = frozenset({"CONST", "CONST_SHAPE"})
-# Operators that never go in a loop: they touch the variable state or run blocks.
-_EXCLUDED = frozenset({"COND_IF", "WHILE_LOOP", "VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE"})
 
 
 def enabled() -> bool:
@@ -144,12 +150,7 @@ class _Planner:
             for name in op.inputs:
                 self.users.setdefault(name, []).append(i)
         self.block_outputs = set(block.outputs)
-        # tensors that are numpy constants while tracing (the executor's constant propagation)
-        self.constant: set[str] = set()
-        for op in self.ops:
-            if op.op in CONSTANT_OPS or (op.op not in _EXCLUDED and op.inputs and all(
-                    n in self.constant for n in op.inputs)):
-                self.constant.update(op.outputs)
+        self.constant = trace_constants(block)
 
     def _is_constant_op(self, i: int) -> bool:
         return all(n in self.constant for n in self.ops[i].outputs)
@@ -237,7 +238,7 @@ class _Planner:
 
     def build(self, a: int, p: int, steps: int) -> Loop | None:
         stop = a + p * steps
-        if any(op.op in _EXCLUDED for op in self.ops[a:stop]):
+        if any(op.op in STATEFUL_OPS for op in self.ops[a:stop]):  # never in a loop
             return None
         offset = self._aligned(a, p, stop)
         if offset:
