@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from tosa_jax import reroll
 from tosa_jax.cache import CompileCache, code_digest
 
 # TOSA element types whose device arrays are the numpy arrays callers pass and get back.
@@ -86,8 +87,15 @@ def host_key(graph_digest: str, args: list[tuple[tuple[int, ...], str]]) -> dict
     return {"kind": "host", "format": FORMAT, "graph": graph_digest, "code": code_digest(),
             "args": [[list(s), d] for s, d in args], "runtime": runtime_id(),
             "machine": machine_id(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "gpu_forms": os.environ.get("TOSA_JAX_GPU_FORMS", ""),  # as Model's key
-            "roll": os.environ.get("TOSA_JAX_ROLL", "")}
+            **program_options()}
+
+
+def program_options() -> dict[str, str]:
+    """The settings that change the program a graph is lowered to, part of both cache keys
+    (this one and ``Model``'s): lowering.numerics' GPU forms (its GPU_FORMS_ENV; not imported
+    here, it imports JAX) and tosa_jax.reroll's rolled loops."""
+    return {"gpu_forms": os.environ.get("TOSA_JAX_GPU_FORMS", ""),
+            "roll": os.environ.get(reroll.ENV, "")}
 
 
 def entry_of(compiled: Any) -> dict[str, Any] | None:

@@ -418,8 +418,7 @@ class Model:
             "devices": [[d.id, d.device_kind] for d in devices],
             "device_count": len(client.devices()),
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "machine": hostexec.machine_id(),
-            "gpu_forms": os.environ.get("TOSA_JAX_GPU_FORMS", ""),  # lowering.numerics
-            "roll": os.environ.get("TOSA_JAX_ROLL", ""),  # tosa_jax.reroll
+            **hostexec.program_options(),
         }
 
     def _build(self, args: tuple[Any, ...], optimize: bool, lookup: bool = True,

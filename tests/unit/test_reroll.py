@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tosa_jax
-from tosa_jax import reroll
+from tosa_jax import hostexec, reroll
 from tosa_jax.ir import GraphBuilder
 from tosa_jax.testing import FIXTURES
 from tosa_jax.testing.reference import check_exact
@@ -123,7 +123,15 @@ def test_off_switch_and_cache_key(monkeypatch) -> None:
     monkeypatch.setenv(reroll.ENV, "0")
     assert reroll.plan(graph.main) == ()
     model = tosa_jax.load(graph, cache=False)
-    assert "stablehlo.while" not in jax.jit(model.fn).lower(*_inputs(4).values()).as_text()
+    x = _inputs(4)["x"]
+    assert "stablehlo.while" not in jax.jit(model.fn).lower(x).as_text()
+    # the compile cache's keys (the JAX path's and the host path's) hold the setting
+    off = model._disk_key((x,))
+    host_off = hostexec.host_key("graph", [(x.shape, "int8")])
+    monkeypatch.setenv(reroll.ENV, "1")
+    assert off["roll"] == host_off["roll"] == "0"
+    assert model._disk_key((x,)) != off
+    assert hostexec.host_key("graph", [(x.shape, "int8")]) != host_off
 
 
 def test_short_and_float_recurrences_stay_unrolled() -> None:
