@@ -57,6 +57,13 @@ class Node:
             return None
         return self.ranges.get(self.inputs[index].name)
 
+    def step_values(self, index: int) -> np.ndarray | None:
+        """In one step of a rolled loop (tosa_jax.reroll), the values input ``index`` takes in
+        each step, stacked, where they are constants fed per step; else None."""
+        if self.ranges is None or index >= len(self.inputs):
+            return None
+        return self.ranges.step_values(self.inputs[index].name)
+
     @property
     def out(self) -> Tensor:
         """The first (usually only) output tensor."""

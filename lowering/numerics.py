@@ -199,10 +199,10 @@ def lax_const(c: Any, like: Array) -> Array:
 
 def lx(f: Any, a: Array, b: Any) -> Array:
     """The lax binary operation ``f(a, b)`` of a traced ``a`` and a host constant (or traced
-    value of a's shape, or scalar) ``b``."""
-    if isinstance(b, jax.Array):
-        return f(a, b)
+    value, or scalar) ``b``, numpy's broadcasting applied."""
     shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    if isinstance(b, jax.Array):  # traced (a rolled loop's per-step scale): broadcast both
+        return f(*(x if np.shape(x) == shape else jnp.broadcast_to(x, shape) for x in (a, b)))
     if shape != np.shape(a):  # a constant wider than ``a``: broadcast ``a`` first
         a = jnp.broadcast_to(a, shape)
     return f(a, lax_const(b, a))
@@ -382,7 +382,8 @@ def _pow2(k: Array) -> Wide:
 
 def apply_scale_32(value: Array, multiplier: Array, shift: Array,
                    double_round: bool = False, value_bits: int = 32,
-                   value_range: tuple[int, int] | None = None) -> Array:
+                   value_range: tuple[int, int] | None = None,
+                   known: tuple[np.ndarray, np.ndarray] | None = None) -> Array:
     """apply_scale_32: (value * multiplier + round) >> shift, exactly, as int32.
 
     ``multiplier`` and ``shift`` broadcast against ``value`` (per-channel: along the last axis).
@@ -390,6 +391,9 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
     8-bit input: 10), or ``value_range``: lo <= value <= hi (RESCALE of an 8- or 16-bit input
     less a constant zero point, or of an int32 value whose range tosa_jax.ranges proved);
     either allows a shorter exact form where it cannot overflow.
+    ``known``: for a traced ``multiplier`` and ``shift``, every value they can take (one step
+    of a rolled loop: the scales of every step, stacked); the short forms that hold for each of
+    them apply.
     """
     if is_host(value, multiplier, shift):
         host = _apply_scale_32_host(value, multiplier, shift, double_round)
@@ -399,19 +403,20 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
     if value_range is None and value_bits < 32:
         value_range = (1 - (1 << (value_bits - 1)), (1 << (value_bits - 1)) - 1)
     fixed = is_host(multiplier, shift)  # constant scales: short exact int32 forms
-    if fixed and value_range is not None:
-        narrow = _scale_32_narrow(value, multiplier, shift, double_round, value_range)
+    plan = (multiplier, shift) if fixed else known  # the values the forms must hold for
+    if plan is not None and value_range is not None:
+        narrow = _scale_32_narrow(value, multiplier, shift, double_round, value_range, plan)
         if narrow is not None:
             return narrow
-        cuts = _pieces_plan(multiplier, shift, double_round, value_range)
+        cuts = _pieces_plan(*plan, double_round, value_range)
         if cuts is not None:
-            return _scale_32_pieces(value, multiplier, shift, double_round, cuts)
-    if fixed and not double_round:
-        offset = _split_plan(multiplier, shift, value_range or INT_RANGES["INT32"])
+            return _scale_32_pieces(value, multiplier, shift, double_round, cuts, plan)
+    if plan is not None and not double_round:
+        offset = _split_plan(*plan, value_range or INT_RANGES["INT32"])
         if offset is not None:
             return _scale_32_split(value, multiplier, shift, offset)
-    if fixed:
-        fast = _scale_32_const(value, multiplier, shift, double_round)
+    if plan is not None:
+        fast = _scale_32_const(value, multiplier, shift, double_round, plan)
         if fast is not None:
             return fast
     if is_host(multiplier, shift) and 0 <= np.min(shift) and np.max(shift) <= 62:
@@ -432,20 +437,46 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
 
 def _broadcast_value(value: Array, *consts: np.ndarray) -> Array:
     """``value`` broadcast to its shape with the constants' (a per-channel scale of a scalar)."""
-    shape = np.broadcast_shapes(np.shape(value), *(c.shape for c in consts))
+    shape = np.broadcast_shapes(np.shape(value), *(np.shape(c) for c in consts))
     return value if shape == np.shape(value) else jnp.broadcast_to(value, shape)
 
 
-def _mulhi_const(v: Array, m: np.ndarray) -> Array:
-    """floor(v * m / 2**32) for int32 ``v`` and a constant 0 <= m < 2**31, from int32 products
+# The short forms below take their scales as numpy constants, or traced (one step of a rolled
+# loop) with every value they take known: the forms are chosen on those values, and the
+# operands derived from the scales (2**(shift - 17), multiplier >> 16...) are then computed
+# with numpy in int64, or traced in int32 (the forms' bounds keep each below 2**31).
+def _scale_ints(*xs: Any) -> tuple[Any, ...]:
+    return tuple(np.asarray(x).astype(np.int64) if is_host(x) else as_i32(x) for x in xs)
+
+
+def _pow2_of(k: Any) -> Any:
+    """2**k for the scales' derived shifts k >= 0 (numpy int64, or traced int32)."""
+    return np.left_shift(np.int64(1), k) if is_host(k) else jnp.left_shift(jnp.int32(1), k)
+
+
+def _where(c: Any, a: Any, b: Any) -> Any:
+    return np.where(c, a, b) if is_host(c) else jnp.where(c, a, b)
+
+
+def _operand(c: Any, like: Array) -> Any:
+    """A scale operand used more than once, broadcast to ``like`` once."""
+    if is_host(c):
+        return lax_const(c, like) if np.ndim(c) else c
+    return c if c.shape == like.shape else jnp.broadcast_to(c, like.shape)
+
+
+def _mulhi_const(v: Array, m: Any) -> Array:
+    """floor(v * m / 2**32) for int32 ``v`` and a scale 0 <= m < 2**31 (a constant, or traced
+    with known values: see _scale_ints), from int32 products
     that cannot overflow: v = vh 2**16 + vl, m = mh 2**16 + ml (vl, ml in [0, 2**16), mh <
     2**15), v m = vh mh 2**32 + (X1 + X2) 2**16 + Y with X1 = vh ml, X2 = vl mh (each below
     2**31 in magnitude) and Y = vl ml < 2**32 (unsigned). The carries are summed apart."""
     mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
     vh, vl = lx(lax.shift_right_arithmetic, v, 16), lx(lax.bitwise_and, v, 0xFFFF)
-    mh = lax_const(mh, v) if mh.ndim else mh  # one broadcast, used twice
+    mh = _operand(mh, v)  # one broadcast, used twice
     x1, x2 = lx(lax.mul, vh, ml), lx(lax.mul, vl, mh)
-    yh = bitcast_i32(lx(lax.shift_right_logical, lx(lax.mul, bitcast_u32(vl), ml), 16))
+    yh = bitcast_i32(lx(lax.shift_right_logical,
+                        lx(lax.mul, bitcast_u32(vl), ml.astype(np.uint32)), 16))
     low16 = lax.add(lx(lax.bitwise_and, x1, 0xFFFF), lx(lax.bitwise_and, x2, 0xFFFF))
     carry = lx(lax.shift_right_arithmetic, lax.add(low16, yh), 16)
     high = lax.add(lx(lax.shift_right_arithmetic, x1, 16), lx(lax.shift_right_arithmetic, x2, 16))
@@ -453,7 +484,8 @@ def _mulhi_const(v: Array, m: np.ndarray) -> Array:
 
 
 def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round: bool,
-                     value_range: tuple[int, int] = (-511, 511)) -> Array | None:
+                     value_range: tuple[int, int] = (-511, 511),
+                     plan: tuple[np.ndarray, np.ndarray] | None = None) -> Array | None:
     """apply_scale_32 with constant scales of a value known to lie in ``value_range`` (an 8- or
     16-bit input less its zero point), in six int32 operations; None where it does not apply
     (negative multipliers; shifts outside 1..47 or on both sides of 16; a range for which an
@@ -466,12 +498,13 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round
       (X + (B >> 16)) >> (shift - 16) for X = A + 2**(shift - 17);
       DOUBLE_ROUND adds +-2**30 = +-2**14 2**16 to r for shift > 31, so +-2**14 to X;
     * shift <= 16: (A << (16 - shift)) + ((B + r) >> shift), modulo 2**32 like the spec's
-      static_cast<int32_t> (A << (16 - shift) may wrap; the true product does not fit then)."""
-    m = np.asarray(multiplier).astype(np.int64)
-    s = np.asarray(shift).astype(np.int64)
+      static_cast<int32_t> (A << (16 - shift) may wrap; the true product does not fit then).
+
+    ``plan``: the values of the scales to check the bounds on (the scales themselves when
+    constant; every value of traced ones)."""
+    m, s = (np.asarray(v).astype(np.int64) for v in plan or (multiplier, shift))
     if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 1 or s.max() > 47:
         return None
-    value = _broadcast_value(value, m, s)
     mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
     lo, hi = int(value_range[0]), int(value_range[1])
 
@@ -487,25 +520,30 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round
         x_lo, x_hi = a_lo + (1 << (int(s.min()) - 17)) - dr, a_hi + (1 << (int(s.max()) - 17)) + dr
         if not (_fits_i32(x_lo, x_hi) and _fits_i32(x_lo + (b_lo >> 16), x_hi + (b_hi >> 16))):
             return None
-        x = lx(lax.add, lx(lax.mul, value, mh), (np.int64(1) << (s - 17)).astype(np.int32))
+    elif s.max() <= 16:  # DOUBLE_ROUND only differs for shift > 31
+        if not _fits_i32(b_lo, b_hi + (1 << (int(s.max()) - 1))):
+            return None
+    else:
+        return None
+    mult, sh = _scale_ints(multiplier, shift)
+    value = _broadcast_value(value, mult, sh)
+    op_mh, op_ml = (mult >> 16).astype(np.int32), (mult & 0xFFFF).astype(np.int32)
+    if s.min() >= 17:
+        x = lx(lax.add, lx(lax.mul, value, op_mh), _pow2_of(sh - 17).astype(np.int32))
         if dr:
             # +-2**14 by the value's sign: (c ^ sgn) - sgn negates c where sgn = -1
             sgn = lx(lax.shift_right_arithmetic, value, 31)
-            pos = np.where(s > 31, 1 << 14, 0).astype(np.int32)
+            pos = _where(sh > 31, 1 << 14, 0).astype(np.int32)
             x = lax.add(x, lax.sub(lx(lax.bitwise_xor, sgn, pos), sgn))
         if ml.any():  # else B = 0 (multipliers of 2**16, e.g. int8 ADD's 2**30): X alone
-            x = lax.add(x, lx(lax.shift_right_arithmetic, lx(lax.mul, value, ml), 16))
-        return lx(lax.shift_right_arithmetic, x, (s - 16).astype(np.int32))
-    if s.max() <= 16:  # DOUBLE_ROUND only differs for shift > 31
-        if not _fits_i32(b_lo, b_hi + (1 << (int(s.max()) - 1))):
-            return None
-        a = lx(lax.shift_left, lx(lax.mul, value, mh), (16 - s).astype(np.int32))
-        if not ml.any():  # (B + r) >> shift = 0 for B = 0, r < 2**shift
-            return a
-        rnd = (np.int64(1) << (s - 1)).astype(np.int32)
-        return lax.add(a, lx(lax.shift_right_arithmetic, lx(lax.add, lx(lax.mul, value, ml), rnd),
-                             s.astype(np.int32)))
-    return None
+            x = lax.add(x, lx(lax.shift_right_arithmetic, lx(lax.mul, value, op_ml), 16))
+        return lx(lax.shift_right_arithmetic, x, (sh - 16).astype(np.int32))
+    a = lx(lax.shift_left, lx(lax.mul, value, op_mh), (16 - sh).astype(np.int32))
+    if not ml.any():  # (B + r) >> shift = 0 for B = 0, r < 2**shift
+        return a
+    rnd = _pow2_of(sh - 1).astype(np.int32)
+    return lax.add(a, lx(lax.shift_right_arithmetic, lx(lax.add, lx(lax.mul, value, op_ml), rnd),
+                         sh.astype(np.int32)))
 
 
 def _pieces_plan(multiplier: Array, shift: Array, double_round: bool,
@@ -550,14 +588,16 @@ def _pieces_plan(multiplier: Array, shift: Array, double_round: bool,
     return None
 
 
-def _pre_shift(s: np.ndarray, top: int) -> np.ndarray:
+def _pre_shift(s: Any, top: int) -> Any:
     """How far ``_scale_32_pieces`` shifts the top step down before rounding, so that the
     round, 2**(shift - 1 - top - pre), stays below 2**31."""
+    if not is_host(s):
+        return jnp.maximum(s - (top + 31), 0)
     return np.maximum(np.asarray(s).astype(np.int64) - top - 31, 0)
 
 
 def _scale_32_pieces(value: Array, multiplier: Array, shift: Array, double_round: bool,
-                     cuts: list[int]) -> Array:
+                     cuts: list[int], plan: tuple[np.ndarray, np.ndarray] | None = None) -> Array:
     """apply_scale_32 with constant scales by a cascade over pieces of the multiplier, for
     values whose range ``_pieces_plan`` checked (the cuts it chose): 3 int32 operations a
     piece, where the general form takes about 20 (an int32 accumulator of an int8
@@ -569,14 +609,17 @@ def _scale_32_pieces(value: Array, multiplier: Array, shift: Array, double_round
     b >= a); then (value * m + r) >> shift = (T' + r / 2**v) >> (shift - v) for
     r = 2**(shift - 1) (DOUBLE_ROUND: +-2**30 by the value's sign for shift > 31), where
     T' = T_{p-1} >> (v - u_{p-1}), v = max(u_{p-1}, shift - 31) (the same identity: r / 2**v
-    is whole as v < shift, and v <= 30 for DOUBLE_ROUND, and below 2**31)."""
-    m = np.asarray(multiplier).astype(np.int64)
-    s = np.asarray(shift).astype(np.int64)
+    is whole as v < shift, and v <= 30 for DOUBLE_ROUND, and below 2**31).
+
+    ``plan``: as for ``_scale_32_narrow``."""
+    pm, ps = (np.asarray(v).astype(np.int64) for v in plan or (multiplier, shift))
+    m, s = _scale_ints(multiplier, shift)
     value = _broadcast_value(value, m, s)
     t = None
     for j in range(len(cuts) - 1):
-        piece = ((m >> cuts[j]) & ((1 << (cuts[j + 1] - cuts[j])) - 1)).astype(np.int32)
-        prod = lx(lax.mul, value, piece) if piece.any() else None
+        mask = (1 << (cuts[j + 1] - cuts[j])) - 1
+        piece = ((m >> cuts[j]) & mask).astype(np.int32)
+        prod = lx(lax.mul, value, piece) if ((pm >> cuts[j]) & mask).any() else None
         if t is None:
             t = prod
         else:
@@ -586,14 +629,14 @@ def _scale_32_pieces(value: Array, multiplier: Array, shift: Array, double_round
     if t is None:  # every multiplier is 0: the result is r >> shift = 0
         t = lx(lax.mul, value, np.int32(0))
     pre = _pre_shift(s, top)
-    if pre.any():
+    if _pre_shift(ps, top).any():
         t = lx(lax.shift_right_arithmetic, t, pre.astype(np.int32))
     top_s = top + pre  # the units of t now (per channel)
-    if double_round and s.max() > 31:
+    if double_round and ps.max() > 31:
         sgn = lx(lax.shift_right_arithmetic, value, 31)  # -1 for negative values, else 0
-        pos = np.where(s > 31, np.left_shift(np.int64(1), np.maximum(30 - top_s, 0)), 0)
+        pos = (s > 31) * _pow2_of(_where(top_s < 30, 30 - top_s, 0))
         t = lax.add(t, lax.sub(lx(lax.bitwise_xor, sgn, pos.astype(np.int32)), sgn))  # +-pos
-    t = lx(lax.add, t, np.left_shift(np.int64(1), s - 1 - top_s).astype(np.int32))
+    t = lx(lax.add, t, _pow2_of(s - 1 - top_s).astype(np.int32))
     return lx(lax.shift_right_arithmetic, t, (s - top_s).astype(np.int32))
 
 
@@ -629,20 +672,16 @@ def _scale_32_split(value: Array, multiplier: Array, shift: Array, offset: int) 
     offset / 2**16 from wrapping int32 sums; and as the round 2**(shift - 1) is a whole multiple
     of 2**32, (value m + round) >> shift = (vh mh + floor(X / 2**16) + 2**(shift - 33)) >>
     (shift - 32) (floor((A 2**a + B) / 2**b) = floor((A + floor(B / 2**a)) / 2**(b - a)))."""
-    m = np.asarray(multiplier).astype(np.int64)
-    s = np.asarray(shift).astype(np.int64)
+    m, s = _scale_ints(multiplier, shift)
     value = _broadcast_value(value, m, s)
-    mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
-    if mh.ndim:
-        mh = lax_const(mh, value)  # one broadcast, used twice
-    if ml.ndim:
-        ml = lax_const(ml, value)
+    mh = _operand((m >> 16).astype(np.int32), value)  # one broadcast, used twice
+    ml = _operand((m & 0xFFFF).astype(np.int32), value)
     vh = lx(lax.shift_right_arithmetic, value, np.int32(16))
     vl = lx(lax.bitwise_and, value, np.int32(0xFFFF))
     y = lx(lax.shift_right_logical, lx(lax.mul, vl, ml), np.int32(16))
     x = lax.add(lax.add(lx(lax.mul, vh, ml), lx(lax.mul, vl, mh)), y)
     z = lx(lax.shift_right_logical, lx(lax.sub, x, np.int32(offset)), np.int32(16))
-    rnd = ((np.int64(1) << (s - 33)) + (offset >> 16)).astype(np.int32)
+    rnd = (_pow2_of(s - 33) + (offset >> 16)).astype(np.int32)
     top = lx(lax.add, lax.add(lx(lax.mul, vh, mh), z), rnd)
     return lx(lax.shift_right_arithmetic, top, (s - 32).astype(np.int32))
 
@@ -651,8 +690,8 @@ def _fits_i32(lo: int, hi: int) -> bool:
     return -(1 << 31) <= lo and hi < 1 << 31
 
 
-def _scale_32_const(value: Array, multiplier: Array, shift: Array,
-                    double_round: bool) -> Array | None:
+def _scale_32_const(value: Array, multiplier: Array, shift: Array, double_round: bool,
+                    plan: tuple[np.ndarray, np.ndarray] | None = None) -> Array | None:
     """apply_scale_32 with constant scales in about half the operations of the 64-bit form
     (None where it does not apply: negative multipliers, shifts outside 1..62, or shifts on
     both sides of 32). Same result modulo 2**32 as the 64-bit form, for every int32 value.
@@ -662,23 +701,25 @@ def _scale_32_const(value: Array, multiplier: Array, shift: Array,
       (shift - 32), the low word cannot carry (L / 2**32 < 1 vanishes in the floor);
     * shift <= 31: (P + r) >> shift = H 2**(32 - shift) + (L >> shift)
       + (((L & (2**shift - 1)) + r) >> shift), all modulo 2**32 (DOUBLE_ROUND only differs
-      for shift > 31)."""
-    m = np.asarray(multiplier).astype(np.int64)
-    s = np.asarray(shift).astype(np.int64)
-    if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31:
+      for shift > 31).
+
+    ``plan``: as for ``_scale_32_narrow``."""
+    pm, ps = (np.asarray(v).astype(np.int64) for v in plan or (multiplier, shift))
+    if pm.size == 0 or pm.min() < 0 or pm.max() >= 1 << 31:
         return None
+    m, s = _scale_ints(multiplier, shift)
     m = m.astype(np.int32)
     value = _broadcast_value(value, m, s)
-    if s.min() >= 33 and s.max() <= 62 and not double_round:
+    if ps.min() >= 33 and ps.max() <= 62 and not double_round:
         h = _mulhi_const(value, m)
-        return lx(lax.shift_right_arithmetic, lx(lax.add, h, (np.int64(1) << (s - 33))
-                                                  .astype(np.int32)), (s - 32).astype(np.int32))
-    if s.min() >= 1 and s.max() <= 31:
+        return lx(lax.shift_right_arithmetic, lx(lax.add, h, _pow2_of(s - 33).astype(np.int32)),
+                  (s - 32).astype(np.int32))
+    if ps.min() >= 1 and ps.max() <= 31:
         h = _mulhi_const(value, m)
         low = bitcast_u32(lx(lax.mul, value, m))  # the low word (int32 products wrap)
         su = s.astype(np.uint32)
-        mask = ((np.int64(1) << s) - 1).astype(np.uint32)
-        rnd = (np.int64(1) << (s - 1)).astype(np.uint32)
+        mask = (_pow2_of(s) - 1).astype(np.uint32)  # (traced: 2**31 - 1 wraps to its bits)
+        rnd = _pow2_of(s - 1).astype(np.uint32)
         tail = lx(lax.shift_right_logical, lx(lax.add, lx(lax.bitwise_and, low, mask), rnd), su)
         low_part = bitcast_i32(lax.add(lx(lax.shift_right_logical, low, su), tail))
         return lax.add(lx(lax.shift_left, h, (32 - s).astype(np.int32)), low_part)

@@ -58,8 +58,14 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     out_zp = _int32_operand(node, 4, output_zp)[0]
     if isinstance(in_zp, np.generic) and isinstance(out_zp, np.generic):  # constants
         in_zp, out_zp = int(in_zp), int(out_zp)
+    # In a rolled loop's step, scales and zero points fed per step are traced; the values they
+    # take in the steps are known (the unrolled graph's constants).
+    known = [v if is_host(v) else node.step_values(i)
+             for i, v in ((1, multiplier), (2, shift), (3, in_zp))]
     if not per_channel:  # one scale for the tensor: a scalar, so rank-0 inputs stay rank 0
         multiplier, shift = multiplier[0], shift[0]
+        known[:2] = [None if k is None else np.asarray(k)[..., 0] for k in known[:2]]
+    scales = None if known[0] is None or known[1] is None else (known[0], known[1])
 
     if isinstance(in_zp, int) and is_host(*(input if isinstance(input, Wide) else (input,)),
                                           multiplier, shift):
@@ -74,10 +80,10 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         mask = (1 << INT_BITS[in_t]) - 1
         in_zp &= mask
         value = as_i32(input) & mask
-    elif in_t == "INT48":
+    elif in_t == "INT48" and not _fits_int32(node.input_range(0), in_zp):
         value = input
-    else:
-        value = as_i32(input)
+    else:  # (an int48 accumulator proven to fit int32, tosa_jax.ranges: its low word)
+        value = wide_low32(input) if isinstance(input, Wide) else as_i32(input)
     if output_unsigned:
         out_zp &= (1 << INT_BITS[out_t]) - 1
 
@@ -88,10 +94,12 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         if not isinstance(in_zp, int) or in_zp:  # fits int32: only 8/16-bit inputs have one
             value = lx(lax.sub, value, in_zp)
         narrow = 10 if in_t in ("INT8", "INT4") else 32  # |value - zp| <= 255 for 8 bits
-        result = (apply_scale_32(value, multiplier, shift, rounding_mode == "DOUBLE_ROUND",
-                                 value_bits=narrow, value_range=_value_range(
-                                     in_t, in_zp, input_unsigned, node.input_range(0)))
-                  if scale32 else apply_scale_16(wide(value), multiplier, shift))
+        # apply_scale_16 of an int32 value is apply_scale_32's arithmetic with single
+        # rounding (a 16-bit multiplier): its short exact forms apply
+        result = apply_scale_32(value, multiplier, shift,
+                                scale32 and rounding_mode == "DOUBLE_ROUND", value_bits=narrow,
+                                value_range=_value_range(in_t, known[2], input_unsigned,
+                                                         node.input_range(0)), known=scales)
 
     if not isinstance(out_zp, int) or out_zp:
         result = lx(lax.add, result, out_zp)
@@ -106,22 +114,33 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
 
 
 
+def _fits_int32(proven: tuple[int, int] | None, in_zp: Any) -> bool:
+    """An int48 value proven to lie in int32, less a zero point known to be 0 (as the spec
+    requires of int48 inputs)."""
+    lo, hi = INT_RANGES["INT32"]
+    return (proven is not None and isinstance(in_zp, int) and in_zp == 0
+            and lo <= proven[0] and proven[1] <= hi)
+
+
 def _value_range(in_t: str, in_zp: Any, input_unsigned: bool,
                  proven: tuple[int, int] | None = None) -> tuple[int, int] | None:
-    """The range of RESCALE's value - input_zp for a constant zero point (apply_scale_32 then
-    takes a shorter exact form): the input type's range, or the narrower range ``proven`` for
-    the input (tosa_jax.ranges: an int32 accumulator, say); None where neither is known."""
-    if not isinstance(in_zp, int) or in_t not in ("INT4", "INT8", "INT16", "INT32"):
+    """The range of RESCALE's value - input_zp for a known zero point (every value it takes, in
+    a rolled loop; apply_scale_32 then takes a shorter exact form): the input type's range, or
+    the narrower range ``proven`` for the input (tosa_jax.ranges: an int32 accumulator, say);
+    None where neither is known."""
+    if in_zp is None or in_t not in ("INT4", "INT8", "INT16", "INT32", "INT48"):
         return None
+    zps = np.asarray(in_zp).astype(np.int64)
     if input_unsigned:
         lo, hi = 0, (1 << INT_BITS[in_t]) - 1
+        zps = zps & hi
     elif proven is not None:
         lo, hi = proven
-    elif in_t == "INT32":
+    elif in_t in ("INT32", "INT48"):
         return None
     else:
         lo, hi = INT_RANGES[in_t]
-    return lo - in_zp, hi - in_zp
+    return lo - int(zps.max()), hi - int(zps.min())
 
 
 def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndarray,

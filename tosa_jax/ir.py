@@ -225,6 +225,14 @@ class Block:
     tensors: dict[str, Tensor] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    # One step of a rolled loop (tosa_jax.reroll): for each input fed per step whose values are
+    # constants of the unrolled graph, those values, stacked (the step reads them traced; the
+    # range analysis and the lowerings' choice of exact forms may rely on every one of them).
+    step_values: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+    # ... and for inputs carried from step to step, the range their values are proven to lie in
+    # over every step (tosa_jax.ranges.carried_ranges).
+    input_ranges: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False,
+                                                     repr=False)
 
 
 # Operators that make constants; and operators that run blocks (EXT-CONTROLFLOW) or touch

@@ -13,6 +13,7 @@ shorter exact arithmetic (RESCALE of an int32 accumulator: numerics.apply_scale_
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -74,7 +75,8 @@ def _rescale(block: Block, op: Operator, r: list[Range]) -> Range | None:
         rnd = np.left_shift(np.int64(1), pairs[:, 1] - 1)
         if a["scale32"] and dr:
             rnd = rnd + np.where(pairs[:, 1] > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
-        ends = [int(e) for e in ((v * pairs[:, 0] + rnd) >> pairs[:, 1]).reshape(-1)]
+        scaled = (v * pairs[:, 0] + rnd) >> pairs[:, 1]
+        ends = [int(scaled.min()), int(scaled.max())]
     else:
         ends = [_spec_scale(v, int(mm), int(ss), a["scale32"], dr)
                 for v in (lo - izp, hi - izp) for mm, ss in pairs]
@@ -199,10 +201,28 @@ class BlockRanges:
     those it depends on, and no others): a lowering asks for its inputs' ranges while the
     block is traced (``Node.input_range``)."""
 
-    def __init__(self, block: Block) -> None:
+    def __init__(self, block: Block, inputs: dict[str, Range] | None = None,
+                 steps: list[Block] | None = None) -> None:
         self.block = block
+        self._inputs = block.input_ranges if inputs is None else inputs
         self._known: dict[str, Range | None] = {}
         self._producers: dict[str, Operator] | None = None
+        self._steps = steps
+
+    def step_values(self, name: str) -> np.ndarray | None:
+        """The values tensor ``name`` takes in each step of a rolled loop, stacked, where the
+        block is one step (``Block.step_values``); else None."""
+        return self.block.step_values.get(name)
+
+    def _step_views(self) -> list[Block]:
+        """The block once per step of its rolled loop, each with that step's constants."""
+        if self._steps is None:
+            b, values = self.block, self.block.step_values
+            count = len(next(iter(values.values())))
+            self._steps = [Block(b.name, b.operators, {**b.tensors, **{
+                n: replace(b.tensors[n], data=v[k]) for n, v in values.items()}},
+                b.inputs, b.outputs) for k in range(count)]
+        return self._steps
 
     def _producer(self, name: str) -> Operator | None:
         if self._producers is None:
@@ -243,16 +263,24 @@ class BlockRanges:
         t = self.block.tensors[name]
         if t.dtype not in INT_RANGES or t.variable:
             return None
-        if t.data is not None:
-            data = np.asarray(t.data)
+        data = t.data if t.data is not None else self.step_values(name)
+        if data is not None:
+            data = np.asarray(data)
             if data.size and data.dtype.kind in "iu":
                 return int(data.min()), int(data.max())
             return None
-        if op is None or reads is None:
+        if op is None:
+            r = self._inputs.get(name)
+            return r if r is not None and _fits(r, t.dtype) else None
+        if reads is None:
             return None
         rs = [self._known[n] or INT_RANGES[self.block.tensors[n].dtype] for n in reads]
+        # an operator reading constants that differ per step: the union over the steps
+        views = (self._step_views() if any(n in self.block.step_values for n in op.inputs)
+                 else [self.block])
         try:
-            r = RULES[op.op][1](self.block, op, rs)
+            found = [RULES[op.op][1](view, op, rs) for view in views]
+            r = None if None in found else _union(self.block, op, found)
         except (KeyError, IndexError, ValueError, TypeError):
             r = None  # a malformed operator: profiles/ refuses it; no range here
         if r is None or r[0] > r[1] or not _fits(r, t.dtype):
@@ -264,3 +292,28 @@ def block_ranges(block: Block) -> dict[str, Range]:
     """Every proven range of ``block`` (constants: their values), by tensor name."""
     ranges = BlockRanges(block)
     return {n: r for n in block.tensors if (r := ranges.get(n)) is not None}
+
+
+def carried_ranges(body: Block, carried: int, init: list[Range | None],
+                   steps: int) -> dict[str, Range]:
+    """The ranges of a rolled loop's carried values over every step (tosa_jax.reroll): the
+    first ``carried`` inputs of the step ``body``, whose next values are its first ``carried``
+    outputs, start in ``init`` (None: any value of the type).
+
+    X_0 = init, X_k+1 = X_k | step(X_k) (every step's constants taken together) holds the
+    carried values of steps 0..k+1; where X stops growing, step(X) lies within X, and so do
+    the values of every later step. An input whose range leaves its type gets none."""
+    names = body.inputs[:carried]
+    total: dict[str, Range | None] = dict(zip(names, init, strict=True))
+    views = BlockRanges(body)._step_views() if body.step_values else None
+    for _ in range(steps - 1):
+        found = BlockRanges(body, {n: r for n, r in total.items() if r is not None}, views)
+        grown = {}
+        for n, o in zip(names, body.outputs[:carried], strict=True):
+            r, step = total[n], found.get(o)
+            grown[n] = None if r is None or step is None else (min(r[0], step[0]),
+                                                                max(r[1], step[1]))
+        if grown == total:
+            break
+        total = grown
+    return {n: r for n, r in total.items() if r is not None}

@@ -248,3 +248,59 @@ def test_ranges_hold_on_every_modelled_operator(reference) -> None:
     check_exact(reference, graph, inputs={
         "a": rng.integers(-128, 128, (2, 6)).astype(np.int8),
         "c": rng.integers(-32768, 32768, (2, 6)).astype(np.int16)})
+
+
+# One step of a rolled loop (tosa_jax.reroll): per-step constants known by their values in every
+# step, carried values by their ranges over every step.
+
+def _step(clamp: int | None = None):
+    """c' = c + k (CLAMPed to +-clamp), k an int32 constant in [-3, 5]: the carried value of
+    step t lies in [-3 t, 5 t]."""
+    b = GraphBuilder()
+    c = b.input("c", (4,), "INT32")
+    k = b.const(np.array([-3, 0, 5, 1]), "INT32")
+    nxt = b.op("ADD", [c, k], (4,), "INT32")
+    if clamp is not None:
+        nxt = b.op("CLAMP", [nxt], (4,), "INT32", min_val=-clamp, max_val=clamp,
+                   nan_mode="PROPAGATE")
+    b.block.outputs = [nxt]
+    return b.block
+
+
+def test_carried_ranges_cover_every_step() -> None:
+    from tosa_jax.ranges import carried_ranges
+
+    # X_t = X_t-1 | (X_t-1 + [-3, 5]) from X_0 = [0, 0]: the values of steps 0..4
+    assert carried_ranges(_step(), 1, [(0, 0)], steps=5) == {"c": (-12, 20)}
+    # a CLAMP holds the state: X stops growing at [-7, 7], and every later step stays there
+    assert carried_ranges(_step(7), 1, [(0, 0)], steps=1000) == {"c": (-7, 7)}
+    assert carried_ranges(_step(), 1, [None], steps=5) == {}  # an initial value of any value
+    # near the end of int32 the sum could wrap: no range
+    assert carried_ranges(_step(), 1, [(2**31 - 20, 2**31 - 10)], steps=5) == {}
+
+
+def test_per_step_constants_give_the_union_of_the_steps() -> None:
+    """A RESCALE whose scales differ per step: its range is the union of each step's, each
+    worked out here from the spec's formula at the input's extremes."""
+    from tosa_jax.ranges import BlockRanges
+
+    rng = np.random.default_rng(0)
+    steps = 7
+    m = rng.integers(1 << 29, 1 << 31, (steps, 1))
+    s = rng.integers(30, 38, (steps, 1))
+    zp = rng.integers(-20, 20, (steps, 1))
+    b = GraphBuilder()
+    x = b.input("x", (2, 3), "INT8")
+    inputs = [x, b.input("m", (1,), "INT32"), b.input("s", (1,), "INT8"),
+              b.const([0], "INT8"), b.input("zp", (1,), "INT8")]
+    out = b.op("RESCALE", inputs, (2, 3), "INT16", scale32=True, rounding_mode="SINGLE_ROUND",
+               per_channel=False, input_unsigned=False, output_unsigned=False)
+    b.block.step_values.update(m=m, s=s, zp=zp)
+    lo = min(int(spec_scale_32(np.int64(-128), m[t], s[t], False)[0] + zp[t, 0])
+             for t in range(steps))
+    hi = max(int(spec_scale_32(np.int64(127), m[t], s[t], False)[0] + zp[t, 0])
+             for t in range(steps))
+    ranges = BlockRanges(b.block)
+    assert ranges.get(out) == (lo, hi)
+    assert ranges.get("zp") == (int(zp.min()), int(zp.max()))
+    assert ranges.step_values("m") is m

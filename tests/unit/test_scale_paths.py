@@ -158,3 +158,42 @@ def test_narrow_values_multipliers_of_2_16(x64: bool, double_round: bool,
     mult = (np.concatenate([[0, 1 << 14, (1 << 15) - 1], rng.integers(0, 1 << 15, channels)])
             [:channels] << 16).astype(np.int32)
     _check_narrow(mult, shift, double_round, x64, channel=1)
+
+
+# Traced scales whose every value is known (one step of a rolled loop, tosa_jax.reroll): the
+# short forms, chosen on all the values, must give the spec's result for each step's scales.
+I32 = (-(2**31), 2**31 - 1)
+KNOWN = [  # (value range, shift range, double round): narrow both sides of 16, pieces, split,
+    # the mulhi form on both sides of 32
+    ((-255, 255), (17, 40), True), ((-510, 255), (2, 16), False),
+    ((-(2**22), 2**22), (30, 50), True), ((-(2**28), 2**28), (33, 62), False),
+    (I32, (1, 31), True), (I32, (33, 62), False)]
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize(("value_range", "shifts", "double_round"), KNOWN)
+def test_traced_scales_with_known_values(x64: bool, value_range: tuple[int, int],
+                                         shifts: tuple[int, int], double_round: bool) -> None:
+    rng = np.random.default_rng(shifts[0])
+    steps, channels = 6, 5
+    mults = rng.integers(0, 2**31, (steps, channels)).astype(np.int32)
+    mults[0, :2] = [2**31 - 1, 0]
+    sh = rng.integers(shifts[0], shifts[1] + 1, (steps, channels)).astype(np.int32)
+    lo, hi = value_range
+    value = np.concatenate([np.array([[lo], [hi], [0], [-1]]) + np.zeros(channels, np.int64),
+                            rng.integers(lo, hi + 1, (60, channels))]).astype(np.int32)
+
+    def scale(v, m, s, known):
+        return nx.apply_scale_32(v, m, s, double_round, value_range=value_range, known=known)
+
+    with jax.enable_x64(x64):
+        short = jax.jit(lambda v, m, s: scale(v, m, s, (mults, sh)))
+        for k in range(steps):
+            want = np.array([[_spec(int(v), int(m), int(s), double_round)
+                              for v, m, s in zip(row, mults[k], sh[k])] for row in value])
+            np.testing.assert_array_equal(np.asarray(short(value, mults[k], sh[k])),
+                                          want.astype(np.int32))
+        # a short form, not the 64-bit pair form that traced scales take without the values
+        eqns = [len(jax.make_jaxpr(lambda v, m, s, known=known: scale(v, m, s, known))(
+            value, mults[0], sh[0]).eqns) for known in ((mults, sh), None)]
+    assert eqns[0] < eqns[1], eqns
