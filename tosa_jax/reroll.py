@@ -22,15 +22,23 @@ Values computed in the loop that are used after it come out stacked (``ys``) or 
 final state. Anything else (variables, control flow, 64-bit pairs, block-scaled values
 crossing the loop's boundary) leaves the block unrolled.
 
+Inside the loop a step's per-step scales and zero points arrive traced; their values in every
+step are known (``Block.step_values``), and so are the carried values' ranges over all steps
+(``tosa_jax.ranges.carried_ranges``): RESCALE keeps the short exact forms it takes unrolled.
+
 Where it pays, measured on this project's 2-core CI machine (jax 0.10.2): only steps that
 compute integers are rolled, and only runs of at least ``MIN_STEPS`` steps.
-- The zoo's int8 LSTM (2 layers of 15 steps, 13 and 14 of them rolled): 12,912 -> 4,259 HLO
-  instructions; XLA compile 3.7-4.0 s -> 1.5-2.0 s; rebuilding the executable from the cache
-  320-340 ms -> 100 ms; batch 1 0.35-0.54 ms -> 0.34-0.42 ms; but batch 64 16,300-16,800
-  -> 12,500-13,000 samples/s.
-- A step's per-step scales arrive traced, so RESCALE takes its long exact form inside the
-  loop (hence batch 64): rolling 3 of ExecuTorch's 4-step int8 LSTM left its program as large
-  (4,326 -> 4,373 instructions).
+- The zoo's int8 LSTM (2 layers of 15 steps, all rolled): 12,912 -> 2,518 HLO instructions;
+  XLA compile 3.9 s -> 0.9 s; rebuilding the executable from the cache 340 ms -> 60 ms;
+  batch 1 0.35 -> 0.26 ms; batch 64 about as fast (14,000-17,000 samples/s unrolled,
+  13,600-14,800 rolled).
+- ExecuTorch's int8 LSTM test (2 layers of 5 steps, 4 rolled: the first step lacks an
+  operator): 4,326 -> 2,491 instructions, compile 1.07 -> 0.71 s, rebuild 90 -> 49 ms, batch 1
+  0.057 -> 0.055 ms. Its 16-bit-activation variant: 5,681 -> 3,184 instructions, compile 1.27
+  -> 0.84 s, rebuild 137 -> 64 ms, but batch 1 0.056 -> 0.13 ms and batch 64 at half the
+  rate: XLA's runtime hands that program's independent kernels to other threads and waits
+  for them (profiled: "ThunkExecutor::Execute (wait for completion)"), which the int8 one
+  does not. Rolled, a one-shot run (a test suite's) is faster; a loop of calls slower.
 - Float steps lower to a few kernels that XLA fuses across step boundaries; in a loop each
   step pays the loop's own kernels: the zoo's FP32 LSTM ran batch 1 in 0.33 ms rolled against
   0.13 ms unrolled, for a compile 0.1 s shorter.
@@ -63,9 +71,10 @@ from tosa_jax.ir import (
     Tensor,
     trace_constants,
 )
+from tosa_jax.ranges import BlockRanges, carried_ranges
 
 ENV = "TOSA_JAX_ROLL"
-MIN_STEPS = 8         # steps rolled into one loop (see the module docstring)
+MIN_STEPS = 4         # steps rolled into one loop (see the module docstring)
 MIN_BODY = 4          # operators of one step that compute (constants aside)
 MAX_PERIOD = 1024     # operators of one step, constants included
 MAX_ATTEMPTS = 64     # candidate runs checked per block
@@ -141,7 +150,12 @@ def _same_data(a: Tensor, b: Tensor) -> bool:
 class _Planner:
     def __init__(self, block: Block) -> None:
         self.block = block
-        self.ops = block.operators
+        # The operators other than CONST / CONST_SHAPE, by position (``index``: their block
+        # indices). Exporters place constants where they are first used and share equal ones,
+        # so steps differ in where (and whether) they have them: to the planner a constant is
+        # a value from outside the run, fed to the loop as any other.
+        self.index = [i for i, op in enumerate(block.operators) if op.op not in CONSTANT_OPS]
+        self.ops = [block.operators[i] for i in self.index]
         self.producer: dict[str, tuple[int, int]] = {}
         self.users: dict[str, list[int]] = {}
         for i, op in enumerate(self.ops):
@@ -151,6 +165,7 @@ class _Planner:
                 self.users.setdefault(name, []).append(i)
         self.block_outputs = set(block.outputs)
         self.constant = trace_constants(block)
+        self.ranges: BlockRanges | None = None
 
     def _is_constant_op(self, i: int) -> bool:
         return all(n in self.constant for n in self.ops[i].outputs)
@@ -161,6 +176,7 @@ class _Planner:
         ids: dict[tuple[Any, ...], int] = {}
         sig = np.array([ids.setdefault(_signature(self.block, op), len(ids)) for op in self.ops],
                        np.int64)
+        self.sig = sig
         work = np.cumsum([0] + [0 if self._is_constant_op(i) else 1 for i in range(n)])
         found = []
         for p in range(1, min(MAX_PERIOD, n // MIN_STEPS) + 1):
@@ -182,7 +198,8 @@ class _Planner:
         for attempt, (a, p, steps) in enumerate(self.candidates()):
             if attempt >= MAX_ATTEMPTS:
                 break
-            if any(a < e and s < a + p * steps for s, e in taken):
+            first, last = self.index[a], self.index[a + p * steps - 1] + 1  # block indices
+            if any(first < e and s < last for s, e in taken):
                 continue
             loop = self.build(a, p, steps)
             if loop is not None and not any(loop.start < e and s < loop.stop for s, e in taken):
@@ -210,6 +227,11 @@ class _Planner:
         base = start + w * p
         return [self._kind(start, stop, p, base + j, n)
                 for j in range(p) for n in self.ops[base + j].inputs]
+
+    def _same_window(self, x: int, y: int, p: int) -> bool:
+        """Operators x.. and y.. have the same signatures for ``p`` operators."""
+        return 0 <= x and x + p <= len(self.sig) and bool(
+            np.array_equal(self.sig[x:x + p], self.sig[y:y + p]))
 
     def _aligned(self, a: int, p: int, stop: int) -> int:
         """Where in the run steps begin: the window offset that the fewest computed values
@@ -243,6 +265,12 @@ class _Planner:
         offset = self._aligned(a, p, stop)
         if offset:
             a, steps = a + offset, steps - 1
+            # the operators of a step may repeat past the run's end, or before its start,
+            # once the windows begin where steps do
+            while self._same_window(a + p * steps, a, p):
+                steps += 1
+            while self._same_window(a - p, a, p):
+                a, steps = a - p, steps + 1
             stop = a + p * steps
         # the windows wired like the middle one, around it
         kinds = [self._window_kinds(a, stop, p, w) for w in range(steps)]
@@ -264,15 +292,23 @@ class _Planner:
         if lo > 0 and like(lo - 1, True):  # its carried inputs come from before the loop
             lo -= 1
 
-        def constness(w: int) -> list[bool]:  # a first step of constant state folds more
+        def constness(w: int) -> list[bool]:
             return [self._is_constant_op(a + w * p + j) for j in range(p)]
 
         same = constness(mid)
-        while constness(lo) != same:
+
+        def covers(w: int) -> bool:
+            """Window w computes at most what the step computes. A first step from a constant
+            state folds more of its operators into constants; in the loop it computes them
+            from the state it is given, as the other steps do. (A window that computes what
+            the step takes as a constant cannot be a step.)"""
+            return all(c or not k for c, k in zip(constness(w), same, strict=True))
+
+        while not covers(lo):
             lo += 1
-        while constness(hi) != same:
+        while not covers(hi):
             hi -= 1
-        if hi - lo + 1 < MIN_STEPS:
+        if hi - lo + 1 < MIN_STEPS or not all(covers(w) for w in range(lo, hi + 1)):
             return None
         start, steps = a + lo * p, hi - lo + 1
         stop = start + p * steps
@@ -306,7 +342,7 @@ class _Planner:
         for j in range(p):
             for slot in range(len(ops[start + j].inputs)):
                 kind[j, slot] = next(it)
-        constant_op = [self._is_constant_op(start + j) for j in range(p)]
+        constant_op = [self._is_constant_op(start + steps // 2 * p + j) for j in range(p)]
         # per position: are its constant outputs the same in every step?
         uniform = [False] * p
 
@@ -325,15 +361,10 @@ class _Planner:
                 return "same" if uniform[k[1]] else "vary"
             return "dyn"
 
-        for j in range(p):
+        for j in range(p):  # (constants computed from constants: CONST ops are outside)
             if constant_op[j]:
-                if ops[start + j].op in CONSTANT_OPS:
-                    uniform[j] = all(_same_data(t[op_at(0, j).outputs[k]], t[n])
-                                     for k in range(len(ops[start + j].outputs))
-                                     for n in out_names(j, k))
-                else:
-                    uniform[j] = all(input_class(j, s) == "same"
-                                     for s in range(len(ops[start + j].inputs)))
+                uniform[j] = all(input_class(j, s) == "same"
+                                 for s in range(len(ops[start + j].inputs)))
         # operators that read a constant differing per step run before the loop, with what
         # they read; none of them may depend on the carried state
         hoist = {j for j in range(p) if not constant_op[j] and any(
@@ -380,6 +411,7 @@ class _Planner:
         init: list[str] = []
         xs_key: dict[tuple[str, ...], str] = {}
         xs: list[tuple[str, ...]] = []
+        step_values: dict[str, np.ndarray] = {}
         invariants: list[str] = []
         body_ops: list[Operator] = []
 
@@ -418,6 +450,8 @@ class _Planner:
                         xs_key[ns] = _fresh(t, f"{name}@step")
                         xs.append(ns)
                         tensors[xs_key[ns]] = _placeholder(t[name], xs_key[ns])
+                        if all(t[n].data is not None for n in ns):  # constants of each step
+                            step_values[xs_key[ns]] = np.stack([t[n].data for n in ns])
                     inputs.append(xs_key[ns])
                 else:
                     return None
@@ -443,13 +477,18 @@ class _Planner:
                     continue
                 outputs.append(op_at(0, j).outputs[k])
                 ys.append(tuple(used))
-        if any(o in self.constant for o in outputs):
-            return None
         body = Block(f"{self.block.name}[{start}:{stop}:{p}]", body_ops, tensors,
-                     carry_names + [xs_key[n] for n in xs] + invariants, outputs)
-        outside = tuple(start + w * p + j for w in range(steps) for j in range(p)
-                        if j in hoist or constant_op[j])
-        return Loop(start, stop, p, steps, outside, body, tuple(init), tuple(xs),
+                     carry_names + [xs_key[n] for n in xs] + invariants, outputs, step_values)
+        if self.ranges is None:
+            self.ranges = BlockRanges(self.block)
+        body.input_ranges = carried_ranges(body, len(init), [self.ranges.get(n) for n in init],
+                                           steps)
+        first, last = self.index[start], self.index[stop - 1] + 1  # block indices
+        before = {self.index[start + w * p + j] for w in range(steps) for j in range(p)
+                  if j in hoist or constant_op[j]}
+        before.update(i for i in range(first, last)
+                      if self.block.operators[i].op in CONSTANT_OPS)
+        return Loop(first, last, p, steps, tuple(sorted(before)), body, tuple(init), tuple(xs),
                     tuple(invariants), tuple(ys), tuple(finals))
 
 

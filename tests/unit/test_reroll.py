@@ -28,7 +28,9 @@ def unrolled_rnn(steps: int = STEPS, seed: int = 0, ahead: bool = False) -> Grap
     and varies per sample after the first step) accumulates each step's input projection;
     RESCALE and TABLE turn it into the step's output. ``ahead``: each step's slice of the
     input is taken at the end of the step before (as ExecuTorch orders its LSTMs), so that a
-    step of the repeating operators does not begin where a time step does."""
+    step of the repeating operators does not begin where a time step does; and the weights'
+    zero point is one constant, made where the first step uses it (as exporters share equal
+    constants), so that only the first step has that CONST."""
     rng = np.random.default_rng(seed)
     b = GraphBuilder()
     x = b.input("x", (1, steps, WIDTH), "INT8")
@@ -54,11 +56,14 @@ def unrolled_rnn(steps: int = STEPS, seed: int = 0, ahead: bool = False) -> Grap
     outputs = [output(c)[1]] if ahead else []
     values = []
     xt = take(0) if ahead else ""
+    w_zp = ""
     for t in range(steps):
         if not ahead:
             xt = take(t)
+        if not (ahead and w_zp):
+            w_zp = b.const([0], "INT8")
         c = b.op("ADD", [c, b.op("MATMUL", [xt, w_x, b.const([int(rng.integers(-5, 5))], "INT8"),
-                                            b.const([0], "INT8")], (1, 1, WIDTH), "INT32")],
+                                            w_zp], (1, 1, WIDTH), "INT32")],
                  (1, 1, WIDTH), "INT32")
         values.append(output(c)[1])
         if ahead and t + 1 < steps:
@@ -78,11 +83,17 @@ def test_planner_rolls_the_steps(ahead: bool) -> None:
     b = unrolled_rnn(ahead=ahead)
     graph = b.build(b.block.outputs)
     (loop,) = reroll.plan(graph.main)
-    assert loop.steps >= STEPS - 1 >= reroll.MIN_STEPS  # the alignment may leave one unrolled
+    assert loop.steps == STEPS  # every step, wherever steps begin and constants are made
     assert loop.init == ("c0",)                                   # the state, from a constant
     assert len(loop.xs) >= 5     # the slices, a zero point, scales, shifts, output zp, tables
     assert loop.ys and loop.finals[0] is not None  # the concatenated values; the last state
     assert not any(op.op in ("SLICE", "CONST_SHAPE") for op in loop.body.operators)
+    # what the step's lowerings may rely on: each per-step scale's values in every step, and
+    # the carried state's range over all steps (c0 +- the input projections)
+    scales = [n for n in loop.body.inputs if n in loop.body.step_values]
+    assert len(scales) >= 4 and all(len(loop.body.step_values[n]) == STEPS for n in scales)
+    (state,) = loop.body.input_ranges.values()
+    assert state[0] < -5000 and state[1] > 5000 and state[1] - state[0] < 2**31
 
 
 @pytest.mark.parametrize(("seed", "ahead"), [(1, False), (2, True)])
@@ -93,6 +104,21 @@ def test_rolled_rnn_matches_reference(reference, seed: int, ahead: bool) -> None
     model = tosa_jax.load(graph, cache=False)
     lowered = jax.jit(model.fn).lower(*_inputs(seed).values()).as_text()
     assert "stablehlo.while" in lowered  # it did run as a loop
+
+
+def test_rolled_rescale_keeps_a_short_form(monkeypatch) -> None:
+    """In the loop, RESCALE's per-step scales are traced; with their values known and the
+    state's range proven it takes a short exact form, not the 64-bit pair form (whose
+    results are the same, checked above, but cost twice the operations)."""
+    from tosa_jax.lowering import numerics
+
+    pair_forms = []
+    wide_mul32 = numerics.wide_mul32
+    monkeypatch.setattr(numerics, "wide_mul32", lambda *a: pair_forms.append(a) or wide_mul32(*a))
+    b = unrolled_rnn(seed=1)
+    model = tosa_jax.load(b.build(b.block.outputs), cache=False)
+    assert "stablehlo.while" in jax.jit(model.fn).lower(*_inputs(1).values()).as_text()
+    assert not pair_forms
 
 
 @pytest.mark.parametrize("how", ["vmap", "evaluate"])
