@@ -23,14 +23,17 @@ from tosa_jax.testing.reference import check_exact
 STEPS, WIDTH = 12, 8
 
 
-def unrolled_rnn(steps: int = STEPS, seed: int = 0, ahead: bool = False) -> GraphBuilder:
+def unrolled_rnn(steps: int = STEPS, seed: int = 0, ahead: bool = False,
+                 leak: bool = False) -> GraphBuilder:
     """An int32 state c (from a constant c0: the loop's carried value starts as a constant,
     and varies per sample after the first step) accumulates each step's input projection;
     RESCALE and TABLE turn it into the step's output. ``ahead``: each step's slice of the
     input is taken at the end of the step before (as ExecuTorch orders its LSTMs), so that a
     step of the repeating operators does not begin where a time step does; and the weights'
     zero point is one constant, made where the first step uses it (as exporters share equal
-    constants), so that only the first step has that CONST."""
+    constants), so that only the first step has that CONST. ``leak``: each step first scales
+    the state by 7/8 (MUL with a shift), which in the first step, from the constant c0, is a
+    constant: that step folds more into constants than the others."""
     rng = np.random.default_rng(seed)
     b = GraphBuilder()
     x = b.input("x", (1, steps, WIDTH), "INT8")
@@ -62,6 +65,9 @@ def unrolled_rnn(steps: int = STEPS, seed: int = 0, ahead: bool = False) -> Grap
             xt = take(t)
         if not (ahead and w_zp):
             w_zp = b.const([0], "INT8")
+        if leak:
+            c = b.op("MUL", [c, b.const(np.full((1, 1, 1), 7), "INT32"), b.const([3], "INT8")],
+                     (1, 1, WIDTH), "INT32")
         c = b.op("ADD", [c, b.op("MATMUL", [xt, w_x, b.const([int(rng.integers(-5, 5))], "INT8"),
                                             w_zp], (1, 1, WIDTH), "INT32")],
                  (1, 1, WIDTH), "INT32")
@@ -78,9 +84,9 @@ def _inputs(seed: int) -> dict[str, np.ndarray]:
     return {"x": rng.integers(-128, 128, (1, STEPS, WIDTH)).astype(np.int8)}
 
 
-@pytest.mark.parametrize("ahead", [False, True])
-def test_planner_rolls_the_steps(ahead: bool) -> None:
-    b = unrolled_rnn(ahead=ahead)
+@pytest.mark.parametrize(("ahead", "leak"), [(False, False), (True, False), (False, True)])
+def test_planner_rolls_the_steps(ahead: bool, leak: bool) -> None:
+    b = unrolled_rnn(ahead=ahead, leak=leak)
     graph = b.build(b.block.outputs)
     (loop,) = reroll.plan(graph.main)
     assert loop.steps == STEPS  # every step, wherever steps begin and constants are made
@@ -96,9 +102,10 @@ def test_planner_rolls_the_steps(ahead: bool) -> None:
     assert state[0] < -5000 and state[1] > 5000 and state[1] - state[0] < 2**31
 
 
-@pytest.mark.parametrize(("seed", "ahead"), [(1, False), (2, True)])
-def test_rolled_rnn_matches_reference(reference, seed: int, ahead: bool) -> None:
-    b = unrolled_rnn(seed=seed, ahead=ahead)
+@pytest.mark.parametrize(("seed", "ahead", "leak"), [(1, False, False), (2, True, False),
+                                                     (7, False, True)])
+def test_rolled_rnn_matches_reference(reference, seed: int, ahead: bool, leak: bool) -> None:
+    b = unrolled_rnn(seed=seed, ahead=ahead, leak=leak)
     graph = b.build(b.block.outputs)
     check_exact(reference, graph, inputs=_inputs(seed))  # x64 off and on
     model = tosa_jax.load(graph, cache=False)
