@@ -306,13 +306,21 @@ def carried_ranges(body: Block, carried: int, init: list[Range | None],
     names = body.inputs[:carried]
     total: dict[str, Range | None] = dict(zip(names, init, strict=True))
     views = BlockRanges(body)._step_views() if body.step_values else None
+    # what does not depend on the carried values is the same every step: worked out once
+    carried_on = set(names)
+    for op in body.operators:
+        if carried_on.intersection(op.inputs):
+            carried_on.update(op.outputs)
+    fixed: dict[str, Range | None] = {}
     for _ in range(steps - 1):
         found = BlockRanges(body, {n: r for n, r in total.items() if r is not None}, views)
+        found._known.update(fixed)
         grown = {}
         for n, o in zip(names, body.outputs[:carried], strict=True):
             r, step = total[n], found.get(o)
             grown[n] = None if r is None or step is None else (min(r[0], step[0]),
                                                                 max(r[1], step[1]))
+        fixed = {n: r for n, r in found._known.items() if n not in carried_on}
         if grown == total:
             break
         total = grown
