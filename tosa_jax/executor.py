@@ -350,7 +350,7 @@ def _run_loop(graph: Graph, loop: reroll.Loop, value: Callable[[str], Any]) -> d
     """A rolled run of steps (``tosa_jax.reroll``) as one ``lax.scan``: the step is traced
     once. Returns the values used after the loop, by tensor name."""
     init = [jnp.asarray(value(n)) for n in loop.init]
-    xs = [jnp.stack([value(n) for n in names]) for names in loop.xs]
+    xs = [_stack([value(n) for n in names]) for names in loop.xs]
     invariants = [value(n) for n in loop.invariants]  # constants stay numpy values
     carried = len(init)
     # Inside shard_map (evaluate across devices) values vary along its axes, and a carried
@@ -370,6 +370,14 @@ def _run_loop(graph: Graph, loop: reroll.Loop, value: Callable[[str], Any]) -> d
         out.update((n, stacked[k]) for k, n in enumerate(names) if n is not None)
     out.update((n, v) for v, n in zip(final, loop.finals, strict=True) if n is not None)
     return out
+
+
+def _stack(values: list[Any]) -> Any:
+    """Per-step values stacked for the loop: one numpy constant where all are constants
+    (per-step scales, tables), not a staged concatenation of them."""
+    if all(isinstance(v, np.ndarray) for v in values):
+        return np.stack(values)
+    return jnp.stack(values)
 
 
 def _varying(value: Any) -> frozenset[str]:
