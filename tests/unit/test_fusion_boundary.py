@@ -10,6 +10,7 @@ and the results stay bit-identical to the reference model (x64 off and on).
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -81,3 +82,16 @@ def test_boundary_is_the_identity(dtype: type) -> None:
         for out in (got, batched):
             assert out.dtype == x.dtype
             np.testing.assert_array_equal(np.asarray(out), x)
+
+
+def test_boundary_is_not_a_library_fusion() -> None:
+    """XLA CPU gives an int8 max-reduction to YNNPACK as a fusion of its own (a kernel pipeline
+    built on its first run); the boundary's OR reduction stays in XLA's own loop fusions."""
+    x = np.arange(2 * 16 * 16 * 32, dtype=np.int32).reshape(2, 16, 16, 32)
+
+    def f(v: jax.Array) -> jax.Array:
+        shared = fusion_boundary(jnp.clip(v, -128, 127).astype(np.int8))
+        return shared.astype(np.int32) * 3 + jnp.sum(shared.astype(np.int32), -1, keepdims=True)
+
+    text = jax.jit(f).lower(x).compile().as_text()
+    assert " reduce(" in text and "__ynn_fusion" not in text
