@@ -161,7 +161,8 @@ class Model:
                               for k, t in graph_variables(graph).items()]
             floats = _has_floats(graph)
             self.conv_kinds = _conv_kinds(graph)
-            self.float_macs = _float_macs(graph)
+            self.float_macs = _macs(graph, floats=True)
+            self.int_macs = _macs(graph, floats=False)
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs
@@ -176,6 +177,7 @@ class Model:
             floats = meta["floats"]
             self.conv_kinds = meta["conv_kinds"]
             self.float_macs = meta["float_macs"]
+            self.int_macs = meta["int_macs"]
         self.device = _device(device)
         # model(...) returns numpy arrays (the host's), not JAX arrays: see the class docstring
         self.host_outputs = self.device is None and hostexec.default_is_cpu()
@@ -261,6 +263,7 @@ class Model:
         """What a later load of the same bytes with the same options takes from the cache."""
         return {"declared_bytes": self.declared_bytes, "floats": _has_floats(self.graph),
                 "conv_kinds": self.conv_kinds, "float_macs": self.float_macs,
+                "int_macs": self.int_macs,
                 "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
                            for s in self.inputs],
                 "outputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
@@ -439,7 +442,7 @@ class Model:
         if exe is None:
             entry = None
             tier = 1 if optimize or not _quick_tier_helps(args) else 0
-            options = {**self.xla_options(args), **({} if tier else QUICK_OPTIONS)}
+            options = {**self.xla_options(args), **({} if tier else quick_options(self.int_macs))}
             if lowered is None:
                 lowered = self._lower(args)
             exe = compile_lowered(lowered, options)
@@ -679,6 +682,7 @@ class Model:
 # tensors: the optimizer contracts multiply-adds, so a float result would change in its last bit
 # between the first call and later ones.
 _EMITTERS = "xla_cpu_use_fusion_emitters"  # an experimental flag: see compile_lowered
+_YNN = "xla_cpu_experimental_ynn_fusion_type"  # likewise
 QUICK_OPTIONS = {"xla_backend_optimization_level": 0, _EMITTERS: False}
 # A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
 # is upgraded only from its second call, not at once for the cache: its code runs at most a
@@ -688,6 +692,21 @@ QUICK_OPTIONS = {"xla_backend_optimization_level": 0, _EMITTERS: False}
 # cnn_int8 1.2 MFLOP 0.6 ms (optimized 0.3), ExecuTorch's ds_cnn INT 7.4 MFLOP 1.9-5.1 ms,
 # resnet8 INT 27 MFLOP 45-55 ms (optimized 2.6).
 EAGER_UPGRADE_FLOPS = 5e6
+# The quick tier of a graph with few integer multiply-adds also leaves its matrix products and
+# convolutions to XLA's own loops, not YNNPACK: a YNNPACK fusion builds its kernel pipeline on
+# its first run, 0.3-1.5 ms each, more than a small graph's whole call, and the quick tier mostly
+# runs once. Measured 2026-11-26 (fresh processes, the executable's first call after loading it
+# from the cache, with YNNPACK -> without; then batch 1): cnn_int8 (0.3 M multiply-adds)
+# 3.2 -> 0.9 ms, batch 1 0.70 ms either way; ExecuTorch's LSTM INT (0.08 M) 5.2 -> 0.6 ms;
+# its 16a8w LSTM 4.1 -> 0.7 ms; ds_cnn INT (2.7 M) 4.9 -> 3.7 ms (batch 1 1.0 -> 2.8);
+# the zoo's lstm_int8 (3.3 M) 3.6 -> 2.5 ms; but resnet8 INT (12.5 M) 33 -> 59 ms.
+QUICK_LIBRARY_MACS = 4_000_000
+
+
+def quick_options(int_macs: int) -> dict[str, Any]:
+    """XLA's options for the quick tier of a graph of ``int_macs`` integer multiply-adds a call
+    (added to xla_options' own)."""
+    return {**QUICK_OPTIONS, **({_YNN: ""} if int_macs < QUICK_LIBRARY_MACS else {})}
 
 
 @dataclass
@@ -714,7 +733,6 @@ class _Slot:
 # little work to share the second thread does not pay: cnn_fp32 (0.3 M) within noise either way,
 # encoder_fp32's small matrix products (0.15 M, no convolution) 0.025 -> 0.030 ms.
 CONV_OPS = frozenset({"CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"})
-_YNN = "xla_cpu_experimental_ynn_fusion_type"
 FLOAT_CONV_OPTIONS = {_YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
 LARGE_FLOAT_CONV_OPTIONS = {_YNN: ""}
 LARGE_FLOAT_MACS = 10_000_000  # bert_tiny_fp32 59 M, unet_fp32 117 M; lstm_fp32 3.3 M
@@ -727,11 +745,12 @@ def _conv_kinds(graph: Graph) -> list[str]:
     return sorted(kinds)
 
 
-def _float_macs(graph: Graph) -> int:
-    """The multiply-adds of the graph's float convolutions and matrix products in one call."""
+def _macs(graph: Graph, floats: bool) -> int:
+    """The multiply-adds of the graph's float (or integer) convolutions and matrix products in
+    one call."""
     return sum(contraction_macs(b, op) for r in graph.regions for b in r.blocks
                for op in b.operators
-               if op.inputs and b.tensors[op.inputs[0]].dtype in FLOAT_TYPES)
+               if op.inputs and (b.tensors[op.inputs[0]].dtype in FLOAT_TYPES) == floats)
 
 
 def xla_options(conv_kinds: list[str], platform: str, float_macs: int = 0) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """XLA CPU options chosen per graph by its convolutions (tosa_jax.model.FLOAT_CONV_OPTIONS):
 float-only convolution graphs keep YNNPACK for matrix products only, large ones not even for
-those; integer ones keep the defaults; the choice survives the compile cache's model record; an
-XLA that does not know the option compiles without it."""
+those; integer ones keep the defaults, except the quick tier of a graph of few integer
+multiply-adds (no YNNPACK); the choice survives the compile cache's model record; an XLA that
+does not know the option compiles without it."""
 
 from __future__ import annotations
 
@@ -33,7 +34,28 @@ def test_options_follow_convolution_types(tmp_path) -> None:
     for _ in range(2):
         cached = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=tmp_path)
     assert cached._graph is None and cached.conv_kinds == ["float"]
-    assert cached.float_macs == fp.float_macs
+    assert cached.float_macs == fp.float_macs and cached.int_macs == fp.int_macs == 0
+
+
+def test_quick_tier_of_few_integer_macs_without_ynnpack(reference) -> None:
+    """cnn_int8 (0.3 M integer multiply-adds): its quick tier leaves the matrix products to XLA's
+    own loops, the optimized tier gives them to YNNPACK; both give the reference model's
+    integers. A graph of many keeps YNNPACK in both."""
+    m = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    assert 0 < m.int_macs < model_mod.QUICK_LIBRARY_MACS and m.float_macs == 0
+    assert model_mod.quick_options(m.int_macs)[model_mod._YNN] == ""
+    assert model_mod._YNN not in model_mod.quick_options(model_mod.QUICK_LIBRARY_MACS)
+    x = np.load(FIXTURES / "cnn_int8.input.npy")
+    out = m.outputs[0].name
+    expected = reference(FIXTURES / "cnn_int8.tosa", {m.inputs[0].name: x}, [out])[out]
+    lowered = m._lower((x,))
+    for quick in (True, False):
+        options = {**m.xla_options((x,)), **(model_mod.quick_options(m.int_macs) if quick
+                                             else {})}
+        exe = model_mod.compile_lowered(lowered, options)
+        assert ("__ynn_fusion" in exe.as_text()) != quick
+        (got,) = [np.asarray(y) for y in jax.tree.leaves(exe(x))]
+        assert got.tobytes() == np.asarray(expected, got.dtype).tobytes()
 
 
 @pytest.mark.parametrize("name", ["cnn_fp32", "encoder_fp32"])
