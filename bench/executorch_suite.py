@@ -89,7 +89,8 @@ class SuiteBench:
         from executorch.backends.arm.test.tester import test_pipeline
         from executorch.backends.arm.test.tester.arm_tester import ArmTester
 
-        from tosa_jax import reference_model
+        from tosa_jax import hostexec, reference_model
+        hostexec.prepare()  # as the plugin does (tosa_jax.executorch.pytest_configure)
         engines = {"ref": _Timed(tosa_reference_model, "ref", self),
                    "tosa_jax": _Timed(reference_model, "tosa_jax", self)}
         original = ArmTester.run_method_and_compare_outputs

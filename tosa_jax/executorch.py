@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tosa_jax import reference_model
+from tosa_jax import hostexec, reference_model
 
 MODULE = "tosa_reference_model"
 _lock = threading.Lock()
@@ -105,6 +105,7 @@ def install() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     install()
+    hostexec.prepare()  # jaxlib's extension and client, while the first test exports its model
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -320,3 +320,16 @@ def test_model_call_from_the_cache_without_jax(tmp_path: Path, reference) -> Non
     assert probe.host_outputs and type(probe(x)) is np.ndarray
     on_cpu = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False, device="cpu")
     assert not on_cpu.host_outputs and isinstance(on_cpu(x), jax.Array)
+
+
+def test_prepare_loads_the_client_in_the_background() -> None:
+    """hostexec.prepare() (called by the ExecuTorch plugin at pytest's start) makes the host
+    client in a daemon thread, without importing JAX; with the host path off it does nothing."""
+    code = ("import json, sys; from tosa_jax import hostexec; t = hostexec.prepare(); "
+            "alive = t is not None and t.daemon; t and t.join(); "
+            "print(json.dumps([alive, hostexec._CLIENT is not None, 'jax' in sys.modules]))")
+    for env, expected in (("1", [True, True, False]), ("0", [False, False, False])):
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                             text=True, env={**os.environ, "TOSA_JAX_HOSTEXEC": env,
+                                             "JAX_PLATFORMS": "cpu"}).stdout
+        assert json.loads(out.splitlines()[-1]) == expected, (env, out)
