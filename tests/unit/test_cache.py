@@ -308,3 +308,23 @@ def test_first_result_does_not_wait_for_the_cache_write(tmp_path: Path,
     threading.Timer(0.2, release.set).start()
     y2, how2 = _run(tmp_path, tiered=False)
     assert how2 == "cache" and np.array_equal(y, y2)
+
+
+def test_executable_carries_no_source_locations(reference) -> None:
+    """The model's executable keeps no source locations (instruction metadata that a rebuild
+    from the cache would parse): the same program, smaller, the reference model's integers."""
+    from tosa_jax.model import compile_lowered
+
+    m = tosa_jax.load(CNN, cache=False)
+    options = m.xla_options((X,))
+    plain = compile_lowered(jax.jit(m.fn).lower(X), options)
+    assert "op_name=" in plain.as_text()  # what JAX's lowering keeps by default
+    exe = compile_lowered(m._lower((X,)), options)
+    assert "op_name=" not in exe.as_text() and "stack_frame" not in exe.as_text()
+    size = len(exe.runtime_executable().serialize())
+    assert size < len(plain.runtime_executable().serialize())
+    out = m.outputs[0].name
+    expected = reference(CNN, {m.inputs[0].name: X}, [out])[out]
+    for e in (exe, plain):
+        (got,) = [np.asarray(y) for y in jax.tree.leaves(e(X))]
+        assert got.tobytes() == np.asarray(expected, got.dtype).tobytes()
