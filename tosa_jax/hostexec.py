@@ -194,20 +194,56 @@ def _client() -> Any:
     return _CLIENT
 
 
+# One small FP32 convolution (StableHLO), run once by prepare(): see warm_float_kernels.
+_WARM_CONV = """
+module @tosa_jax_warm {
+  func.func public @main(%x: tensor<1x8x8x8xf32>, %w: tensor<3x3x8x8xf32>)
+      -> tensor<1x8x8x8xf32> {
+    %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+        window = {stride = [1, 1], pad = [[1, 1], [1, 1]]}
+        {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+        : (tensor<1x8x8x8xf32>, tensor<3x3x8x8xf32>) -> tensor<1x8x8x8xf32>
+    return %0 : tensor<1x8x8x8xf32>
+  }
+}
+"""
+_WARM_SHAPES = ([[1, 8, 8, 8], "float32"], [[3, 3, 8, 8], "float32"])
+
+
+def warm_float_kernels(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Compile (jaxlib's client, no JAX) and run one small FP32 convolution of ``x`` (NHWC,
+    1x8x8x8) by ``w`` (HWIO, 3x3x8x8), padded to the same size; returns its result.
+
+    XLA CPU's float convolutions and matrix products run on Eigen, whose contraction kernel is
+    oneDNN's GEMM; oneDNN generates that kernel's machine code on its first use in a process
+    (25-45 ms here), and the first float graph a process runs pays it: ExecuTorch's ds_cnn FP,
+    its suite's first graph, 30 ms of a 33 ms first call (3.7 ms after this)."""
+    client = _client()
+    from jaxlib import _jax
+
+    exe = client.compile_and_load(_WARM_CONV, _jax.DeviceList((client.devices()[0],)),
+                                  _jax.CompileOptions())
+    entry = {"args": list(_WARM_SHAPES), "outs": [list(_WARM_SHAPES[0])]}
+    return HostExecutable(entry, exe)([x, w])[0]
+
+
 def prepare() -> threading.Thread | None:
     """Load jaxlib's extension and make the host client in a daemon thread, where the host path
-    would run a model (about 40 ms, once a process); returns the thread, or None.
+    would run a model (about 40 ms, once a process), then generate the float kernels' code
+    (``warm_float_kernels``, about 50 ms); returns the thread, or None.
 
     The reference model's binding loads its library when it is imported; ExecuTorch's plugin
-    (``tosa_jax.executorch``) calls this when pytest starts, so that the load overlaps the
-    export of the first test's model instead of adding to its first graph's run. A failure here
-    is left for that run to meet (it falls back to JAX's path)."""
+    (``tosa_jax.executorch``) calls this when pytest starts, so that this overlaps the export
+    of the first test's model instead of adding to its first graph's run. A failure here is
+    left for that run to meet (it falls back to JAX's path)."""
     if not (enabled() and default_is_cpu()):
         return None
 
     def load() -> None:
         try:
             _client()
+            zeros = [np.zeros(s, d) for s, d in _WARM_SHAPES]
+            warm_float_kernels(*zeros)
         except Exception:  # see the docstring
             pass
 
@@ -219,12 +255,15 @@ def prepare() -> threading.Thread | None:
 class HostExecutable:
     """A cached executable loaded on the host client: numpy arrays in, numpy arrays out."""
 
-    def __init__(self, entry: dict[str, Any]) -> None:
+    def __init__(self, entry: dict[str, Any], exe: Any = None) -> None:
+        """From a host entry, or ``exe`` (an executable loaded on the host client) and the
+        entry's shapes (``args``, ``outs``)."""
         from jaxlib import _hlo, _jax
 
         client = _client()
         self.device = client.devices()[0]
-        self.exe = client.deserialize_executable(entry["exe"], _jax.DeviceList((self.device,)))
+        self.exe = exe if exe is not None else client.deserialize_executable(
+            entry["exe"], _jax.DeviceList((self.device,)))
         if (len(self.exe.get_parameter_layouts()) != len(entry["args"])
                 or len(self.exe.get_output_layouts()) != len(entry["outs"])):
             raise ValueError("the executable does not match its entry")

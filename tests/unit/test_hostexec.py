@@ -333,3 +333,23 @@ def test_prepare_loads_the_client_in_the_background() -> None:
                              text=True, env={**os.environ, "TOSA_JAX_HOSTEXEC": env,
                                              "JAX_PLATFORMS": "cpu"}).stdout
         assert json.loads(out.splitlines()[-1]) == expected, (env, out)
+
+
+def test_warm_float_kernels_runs_a_convolution_without_jax() -> None:
+    """prepare()'s float warm-up is a real FP32 convolution (numpy's sum of products over the
+    3x3 window of the zero-padded input), compiled and run without importing JAX."""
+    code = ("import json, sys, numpy as np; from tosa_jax import hostexec\n"
+            "rng = np.random.default_rng(0)\n"
+            "x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)\n"
+            "w = rng.standard_normal((3, 3, 8, 8)).astype(np.float32)\n"
+            "y = hostexec.warm_float_kernels(x, w)\n"
+            "xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))\n"
+            "ref = sum(np.einsum('nhwc,co->nhwo', xp[:, i:i + 8, j:j + 8], w[i, j])\n"
+            "          for i in range(3) for j in range(3))\n"
+            "print(json.dumps([y.shape == ref.shape, float(np.abs(y - ref).max()),\n"
+            "                  'jax' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, env={**os.environ, "TOSA_JAX_HOSTEXEC": "1",
+                                         "JAX_PLATFORMS": "cpu"}).stdout
+    same_shape, err, jax_imported = json.loads(out.splitlines()[-1])
+    assert same_shape and err < 1e-4 and not jax_imported
