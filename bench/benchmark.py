@@ -168,7 +168,7 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
     import tosa_jax
     from tosa_jax.evaluate import auto_chunk, batched
     from tosa_jax.lowering.numerics import lowering_for
-    from tosa_jax.model import compile_lowered, no_gc
+    from tosa_jax.model import compile_lowered, no_gc, without_locations
 
     if args.platform != "gpu" and args.host_devices > 1:
         # evaluate() shards a batch over the local devices: one CPU device per core, as
@@ -193,12 +193,12 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
 
     # First call, from a loaded Model: trace, XLA compile, run. model.fn is what model(x) jits,
     # compiled as Model does it (its XLA options; the garbage collector held off while
-    # tracing).
+    # tracing; the source locations dropped).
     f = jax.jit(model.fn)
     platform = jax.devices()[0].platform
     t0 = time.perf_counter()
     with no_gc(), lowering_for(platform):  # traced for this platform alone, as Model does
-        lowered = f.lower(*x)
+        lowered = without_locations(f.lower(*x))
     t1 = time.perf_counter()
     compiled = compile_lowered(lowered, model.xla_options(tuple(x)))
     t2 = time.perf_counter()
@@ -238,7 +238,7 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
         fb = jax.jit(batched(model.fn, chunk))
         t0 = time.perf_counter()
         with no_gc(), lowering_for(platform):
-            lowered_b = fb.lower(*xb)
+            lowered_b = without_locations(fb.lower(*xb))
         cb = compile_lowered(lowered_b, model.xla_options(tuple(xb)))
         res["compile_b_ms"] = (time.perf_counter() - t0) * 1e3
         outs_b = jax.block_until_ready(cb(*xb))

@@ -804,7 +804,8 @@ def without_locations(lowered: Any) -> Any:
     131 ms, ExecuTorch's LSTM INT 116 -> 85 ms). The program is the same; profiles and dumps of
     a model's executable lose the names (``bench/hlo_cost.py --attribute`` traces its own)."""
     try:
-        from jax.extend.mlir import passmanager
+        # (jaxlib's module, which jax.extend.mlir re-exports: jax.extend imports Pallas, 20 ms)
+        from jaxlib.mlir import passmanager
 
         module = lowered.compiler_ir("stablehlo")
         with module.context:
