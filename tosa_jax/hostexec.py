@@ -228,14 +228,16 @@ def warm_float_kernels(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def prepare() -> threading.Thread | None:
-    """Load jaxlib's extension and make the host client in a daemon thread, where the host path
+    """Load jaxlib's extension and make the host client in a thread, where the host path
     would run a model (about 40 ms, once a process), then generate the float kernels' code
     (``warm_float_kernels``, about 50 ms); returns the thread, or None.
 
     The reference model's binding loads its library when it is imported; ExecuTorch's plugin
     (``tosa_jax.executorch``) calls this when pytest starts, so that this overlaps the export
     of the first test's model instead of adding to its first graph's run. A failure here is
-    left for that run to meet (it falls back to JAX's path)."""
+    left for that run to meet (it falls back to JAX's path). Once a process: later calls
+    return the same thread."""
+    global _PREPARED
     if not (enabled() and default_is_cpu()):
         return None
 
@@ -247,9 +249,18 @@ def prepare() -> threading.Thread | None:
         except Exception:  # see the docstring
             pass
 
-    thread = threading.Thread(target=load, name="tosa_jax.hostexec.prepare", daemon=True)
-    thread.start()
-    return thread
+    with _PREPARE_LOCK:
+        if _PREPARED is None:
+            # Not a daemon: the interpreter's exit waits for it (at most ~0.1 s). A daemon
+            # thread still inside XLA when the interpreter finalizes aborts the process
+            # ("FATAL: exception not rethrown").
+            _PREPARED = threading.Thread(target=load, name="tosa_jax.hostexec.prepare")
+            _PREPARED.start()
+    return _PREPARED
+
+
+_PREPARED: threading.Thread | None = None
+_PREPARE_LOCK = threading.Lock()
 
 
 class HostExecutable:

@@ -324,9 +324,10 @@ def test_model_call_from_the_cache_without_jax(tmp_path: Path, reference) -> Non
 
 def test_prepare_loads_the_client_in_the_background() -> None:
     """hostexec.prepare() (called by the ExecuTorch plugin at pytest's start) makes the host
-    client in a daemon thread, without importing JAX; with the host path off it does nothing."""
+    client in a thread, once a process, without importing JAX; with the host path off it does
+    nothing."""
     code = ("import json, sys; from tosa_jax import hostexec; t = hostexec.prepare(); "
-            "alive = t is not None and t.daemon; t and t.join(); "
+            "alive = t is not None and t is hostexec.prepare(); t and t.join(); "
             "print(json.dumps([alive, hostexec._CLIENT is not None, 'jax' in sys.modules]))")
     for env, expected in (("1", [True, True, False]), ("0", [False, False, False])):
         out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
@@ -353,3 +354,14 @@ def test_warm_float_kernels_runs_a_convolution_without_jax() -> None:
                                          "JAX_PLATFORMS": "cpu"}).stdout
     same_shape, err, jax_imported = json.loads(out.splitlines()[-1])
     assert same_shape and err < 1e-4 and not jax_imported
+
+
+@pytest.mark.parametrize("linger", [0.0, 0.01, 0.03, 0.06])
+def test_exit_while_preparing_is_clean(linger: float) -> None:
+    """A process that ends while prepare()'s thread is inside XLA exits normally (a daemon
+    thread there aborted it: "FATAL: exception not rethrown")."""
+    code = ("import time; from tosa_jax import hostexec; hostexec.prepare(); "
+            f"time.sleep({linger})")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "TOSA_JAX_HOSTEXEC": "1", "JAX_PLATFORMS": "cpu"})
+    assert run.returncode == 0 and "FATAL" not in run.stderr, (run.returncode, run.stderr[-300:])
