@@ -683,7 +683,14 @@ class Model:
 # between the first call and later ones.
 _EMITTERS = "xla_cpu_use_fusion_emitters"  # an experimental flag: see compile_lowered
 _YNN = "xla_cpu_experimental_ynn_fusion_type"  # likewise
-QUICK_OPTIONS = {"xla_backend_optimization_level": 0, _EMITTERS: False}
+_SPLIT = "xla_cpu_parallel_codegen_split_count"  # likewise
+# The quick tier's LLVM module is also compiled whole, not split into parts compiled in
+# parallel: without the optimizer the parts' own set-up costs more than a second core gives back
+# (2026-11-26, quick-tier compile, interleaved, medians of 3 in two processes: cnn_int8 89-103
+# -> 73-77 ms, mlp_attn_int8 166-201 -> 136-153 ms, lstm_int8 446-627 -> 355-528 ms; results
+# identical). The optimized tier keeps XLA's split (float graphs either way: cnn_fp32 199 ->
+# 219 ms, bert_tiny_fp32 372 -> 344 ms, min of 3).
+QUICK_OPTIONS = {"xla_backend_optimization_level": 0, _EMITTERS: False, _SPLIT: 1}
 # A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
 # is upgraded only from its second call, not at once for the cache: its code runs at most a
 # millisecond or two slower, a later process would need hundreds of calls to repay the
@@ -826,7 +833,7 @@ def compile_lowered(lowered: Any, options: dict[str, Any] | None) -> Any:
     except Exception as e:  # XLA: "INVALID_ARGUMENT: ... no such option" and the like
         if "option" not in str(e).lower():
             raise
-        optional = {*FLOAT_CONV_OPTIONS, _EMITTERS}
+        optional = {*FLOAT_CONV_OPTIONS, _EMITTERS, _SPLIT}
         return lowered.compile({k: v for k, v in options.items() if k not in optional} or None)
 
 
