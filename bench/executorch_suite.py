@@ -96,12 +96,30 @@ class SuiteBench:
         original = ArmTester.run_method_and_compare_outputs
         bench = self
 
+        def tensors(obj: Any) -> list[Any]:
+            if isinstance(obj, torch.Tensor):
+                return [obj]
+            if isinstance(obj, (tuple, list)):
+                return [t for o in obj for t in tensors(o)]
+            if isinstance(obj, dict):
+                return [t for o in obj.values() for t in tensors(o)]
+            return []
+
         @functools.wraps(original)  # pipelines name their stages after the method
         def both_engines(tester: Any, *args: Any, **kwargs: Any) -> Any:
             rng = torch.get_rng_state()
+            # The test's input tensors as they were: a model that works in place (x -= y)
+            # changes them when the first engine's run computes the eager reference, and the
+            # second engine's run would start from the changed ones.
+            inputs = tensors((args, kwargs, getattr(tester, "example_inputs", None)))
+            with torch.no_grad():
+                originals = [t.detach().clone() for t in inputs]
             failure: dict[str, BaseException] = {}
             for name, engine in engines.items():
                 torch.set_rng_state(rng)
+                with torch.no_grad():
+                    for t, s in zip(inputs, originals, strict=True):
+                        t.copy_(s)
                 saved = sys.modules.get("tosa_reference_model")
                 sys.modules["tosa_reference_model"] = engine  # type: ignore[assignment]
                 try:
