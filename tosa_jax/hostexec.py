@@ -214,10 +214,11 @@ def warm_float_kernels(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Compile (jaxlib's client, no JAX) and run one small FP32 convolution of ``x`` (NHWC,
     1x8x8x8) by ``w`` (HWIO, 3x3x8x8), padded to the same size; returns its result.
 
-    XLA CPU's float convolutions and matrix products run on Eigen, whose contraction kernel is
-    oneDNN's GEMM; oneDNN generates that kernel's machine code on its first use in a process
-    (25-45 ms here), and the first float graph a process runs pays it: ExecuTorch's ds_cnn FP,
-    its suite's first graph, 30 ms of a 33 ms first call (3.7 ms after this)."""
+    XLA CPU runs float convolutions (and matrix products YNNPACK does not take) on Eigen, whose
+    contraction kernel is oneDNN's GEMM; oneDNN generates that kernel's machine code on its
+    first use in a process (25-45 ms here), and the first float graph a process runs pays it:
+    ExecuTorch's ds_cnn FP, its suite's first graph, 30 ms of a 33 ms first call (3.7 ms after
+    this)."""
     client = _client()
     from jaxlib import _jax
 
@@ -225,6 +226,10 @@ def warm_float_kernels(x: np.ndarray, w: np.ndarray) -> np.ndarray:
                                   _jax.CompileOptions())
     entry = {"args": list(_WARM_SHAPES), "outs": [list(_WARM_SHAPES[0])]}
     return HostExecutable(entry, exe)([x, w])[0]
+
+
+_PREPARED: threading.Thread | None = None
+_PREPARE_LOCK = threading.Lock()
 
 
 def prepare() -> threading.Thread | None:
@@ -258,9 +263,6 @@ def prepare() -> threading.Thread | None:
             _PREPARED.start()
     return _PREPARED
 
-
-_PREPARED: threading.Thread | None = None
-_PREPARE_LOCK = threading.Lock()
 
 
 class HostExecutable:
