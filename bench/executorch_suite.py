@@ -12,6 +12,7 @@ an engine (failed or skipped before running a graph) counted apart.
     python bench/executorch_suite.py --ops add softmax --models ds_cnn --per-file 10
     python bench/executorch_suite.py --json bench/results/executorch_suite.json
     python bench/executorch_suite.py --ops --models --tosa-1-1    # the 85 TOSA 1.1 tests only
+    python bench/executorch_suite.py --ops all --models --shard 0/4   # every operator file, 1/4
 
 The pytest outcome of each test follows the reference model; the table is the result.
 """
@@ -76,8 +77,10 @@ class _Timed:
 class SuiteBench:
     """A pytest plugin object: runs every output comparison on both engines."""
 
-    def __init__(self, per_file: int | None, save_graphs: str | None = None) -> None:
+    def __init__(self, per_file: int | None, save_graphs: str | None = None,
+                 shard: tuple[int, int] | None = None) -> None:
         self.per_file = per_file
+        self.shard = shard
         self.save_graphs = save_graphs
         self.records: dict[str, Record] = {}
         self.current: Record | None = None
@@ -146,17 +149,21 @@ class SuiteBench:
 
     @pytest.hookimpl(trylast=True)  # after -k has deselected
     def pytest_collection_modifyitems(self, config: Any, items: list[Any]) -> None:
-        """Keep ``per_file`` tests of each file, spread evenly over its selected ones."""
-        if not self.per_file:
+        """Keep ``per_file`` tests of each file, spread evenly over its selected ones, and of
+        those the shard's (every N-th, from the I-th)."""
+        if not self.per_file and not self.shard:
             return
         by_file: dict[str, list[Any]] = {}
         for item in items:
             by_file.setdefault(str(item.path), []).append(item)
         keep = set()
         for group in by_file.values():
-            n = len(group)
-            step = max(n / self.per_file, 1.0)
-            keep |= {id(group[int(i * step)]) for i in range(min(self.per_file, n))}
+            if self.per_file:
+                step = max(len(group) / self.per_file, 1.0)
+                group = [group[int(i * step)] for i in range(min(self.per_file, len(group)))]
+            if self.shard:
+                group = group[self.shard[0]::self.shard[1]]
+            keep |= {id(item) for item in group}
         dropped = [i for i in items if id(i) not in keep]
         items[:] = [i for i in items if id(i) in keep]
         config.hook.pytest_deselected(items=dropped)
@@ -228,10 +235,14 @@ def report(bench: SuiteBench, out: Any = sys.stdout) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", nargs="*", default=OPS, help="operator test files (test_<op>.py)")
+    ap.add_argument("--ops", nargs="*", default=OPS,
+                    help="operator test files (test_<op>.py); 'all': every ops/test_*.py")
     ap.add_argument("--models", nargs="*", default=MODELS, help="model test files (test_<m>.py)")
     ap.add_argument("--per-file", type=int, default=None,
                     help="run only the first N selected tests of each file")
+    ap.add_argument("--shard", metavar="I/N", default=None,
+                    help="run only the selected tests whose index within their file is I mod N "
+                    "(N runs with I = 0..N-1 cover the selection once)")
     ap.add_argument("--tosa-1-1", action="store_true",
                     help="also the test files that emit TOSA 1.1 graphs (MXFP, FFT: "
                     + ", ".join(TOSA_1_1) + "); with --ops and --models given empty, only them")
@@ -246,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         print("needs torch and executorch: pip install 'tosa_jax[executorch]'", file=sys.stderr)
         return 2
     root = list(arm_test.__path__)[0]  # a namespace package: no __file__
+    if args.ops == ["all"]:
+        args.ops = sorted(f[5:-3] for f in os.listdir(os.path.join(root, "ops"))
+                          if f.startswith("test_") and f.endswith(".py"))
     files = [os.path.join(root, "ops", f"test_{o}.py") for o in args.ops]
     files += [os.path.join(root, "models", f"test_{m}.py") for m in args.models]
     if args.tosa_1_1:
@@ -258,7 +272,14 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(args.save_graphs, exist_ok=True)
     # ExecuTorch finds flatc on the PATH: the environment's bin directory may not be on it
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
-    bench = SuiteBench(args.per_file, args.save_graphs)
+    shard = None
+    if args.shard:
+        i, _, n = args.shard.partition("/")
+        if not (i.isdigit() and n.isdigit() and int(i) < int(n)):
+            print(f"--shard takes I/N with 0 <= I < N, not {args.shard!r}", file=sys.stderr)
+            return 2
+        shard = (int(i), int(n))
+    bench = SuiteBench(args.per_file, args.save_graphs, shard)
     pytest.main(["--config-file=/dev/null", "-p", "no:cacheprovider", "-q", "-k", args.k,
                  "-W", "ignore", *files, *args.pytest_args], plugins=[bench])
     result = report(bench)
