@@ -46,6 +46,7 @@ from tosa_jax.lowering.numerics import (
     block_value_f32,
     int_dot_general,
     lx,
+    offcpu_int_dot,
     on_cpu_else,
     reciprocal_scale,
     saturate_cast,
@@ -197,22 +198,22 @@ def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> 
 def _gemm_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
     """Any correlation (grouped too) as a matrix product over its patches, the form that runs
     off the CPU where XLA would give cuDNN a convolution it cannot take (numerics.on_cpu_else):
-    integers as int32 x int32 products (exact modulo 2**32), floats in the accumulator type."""
+    integers as numerics.offcpu_int_dot (exact BF16 products of int8 operands), floats in the
+    accumulator type."""
     r = g.rank
     taps, cg, oc = math.prod(w.shape[:r]), w.shape[r], w.shape[r + 1]
     patches = _patches(x, w.shape[:r], g)
     out = patches.shape[1:1 + r]
-    if jnp.issubdtype(acc, jnp.integer):
-        patches, w, precision = as_i32(patches), as_i32(w), None
-    else:
-        patches, w, precision = patches.astype(acc), jnp.asarray(w).astype(acc), \
-            lax.Precision.HIGHEST
     # [N, O..., T, G, Cg] x [T, Cg, G, M], batched over the groups (output channel g * M + m
     # reads the input channels of group g, as lax's feature_group_count)
     patches = lax.reshape(patches, (x.shape[0], *out, taps, g.groups, cg))
-    w = lax.reshape(w, (taps, cg, g.groups, oc // g.groups))
-    y = lax.dot_general(patches, w, (((r + 1, r + 3), (0, 1)), ((r + 2,), (2,))),
-                        precision=precision, preferred_element_type=acc)  # [G, N, O..., M]
+    w = jnp.asarray(w).reshape(taps, cg, g.groups, oc // g.groups)
+    dims = (((r + 1, r + 3), (0, 1)), ((r + 2,), (2,)))
+    if jnp.issubdtype(acc, jnp.integer):
+        y = offcpu_int_dot(patches, w, dims)  # [G, N, O..., M]
+    else:
+        y = lax.dot_general(patches.astype(acc), w.astype(acc), dims,
+                            precision=lax.Precision.HIGHEST, preferred_element_type=acc)
     y = jnp.moveaxis(y, 0, -2)
     return lax.reshape(y, (*y.shape[:-2], oc))
 

@@ -88,7 +88,7 @@ def test_reciprocal_scale_matches_spec() -> None:
 def test_on_cpu_else_traces_the_target_form_only() -> None:
     """Inside lowering_for a trace holds one form; without it both, and XLA keeps the CPU's
     here; TOSA_JAX_GPU_FORMS=1 takes the other form on the CPU too. int_dot_general's two forms
-    agree with numpy's exact product (int8 operands on the CPU, int32 elsewhere)."""
+    agree with numpy's exact product (int8 operands on the CPU, BF16 elsewhere)."""
     import os
 
     a = np.arange(-12, 12, dtype=np.int8).reshape(2, 3, 4) * 10
@@ -107,7 +107,7 @@ def test_on_cpu_else_traces_the_target_form_only() -> None:
         gpu = str(jax.make_jaxpr(f())(a, b))
     both = str(jax.make_jaxpr(f())(a, b))
     assert "cond" not in cpu and "convert_element_type" not in cpu  # int8 operands
-    assert "cond" not in gpu and "convert_element_type" in gpu  # widened to int32
+    assert "cond" not in gpu and "bf16" in gpu  # exact BF16 products
     assert "cond" in both and both.count("dot_general") == 2  # XLA keeps the target's
     np.testing.assert_array_equal(np.asarray(jax.jit(f())(a, b)), want)
     with nx.lowering_for("cuda"):  # the GPU's form, run here
@@ -118,3 +118,41 @@ def test_on_cpu_else_traces_the_target_form_only() -> None:
     finally:
         del os.environ[nx.GPU_FORMS_ENV]
     assert "cond" not in forced and "convert_element_type" in forced
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize(("a_shape", "b_shape", "dims"), [
+    ((2, 3, 1023), (2, 1023, 5), (((2,), (1,)), ((0,), (0,)))),  # the longest single chunk
+    ((2, 3, 1024), (2, 1024, 5), (((2,), (1,)), ((0,), (0,)))),  # two chunks
+    ((2, 3, 5001), (2, 5001, 5), (((2,), (1,)), ((0,), (0,)))),  # chunks padded with zeros
+    ((4, 7, 9, 2, 256), (9, 2, 256, 6), (((2, 4), (0, 2)), ((3,), (1,)))),  # a conv's patches
+    ((3, 600), (600, 4), (((1,), (0,)), ((), ()))),
+])
+@pytest.mark.parametrize("extreme", [False, True])
+def test_exact_bf16_dot_is_the_int32_product(a_shape: tuple[int, ...], b_shape: tuple[int, ...],
+                                              dims: object, dtype: type, extreme: bool) -> None:
+    """The off-CPU form of 8-bit integer products (BF16 operands, F32 sums in chunks below
+    2**24, chunks added in int32) equals numpy's exact product modulo 2**32, also where every
+    term is the largest one (-128 * -128, 255 * 255) and a chunk's sum is at its bound."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(7)
+    a = rng.integers(info.min, info.max + 1, a_shape).astype(dtype)
+    b = rng.integers(info.min, info.max + 1, b_shape).astype(dtype)
+    if extreme:
+        a[...] = info.min if info.min else info.max
+        b[...] = info.min if info.min else info.max
+    (ca, cb), (ba, bb) = dims  # type: ignore[misc]
+    # numpy's reference: batch dims first, then the free dims of a, then of b (dot_general's)
+    fa = [d for d in range(a.ndim) if d not in ca + ba]
+    fb = [d for d in range(b.ndim) if d not in cb + bb]
+    a2 = a.transpose(*ba, *fa, *ca).astype(np.int64)
+    b2 = b.transpose(*bb, *cb, *fb).astype(np.int64)
+    batch = [a.shape[d] for d in ba]
+    k = int(np.prod([a.shape[d] for d in ca]))
+    want = np.matmul(a2.reshape(*batch, -1, k), b2.reshape(*batch, k, -1))  # exact in int64
+    want = ((want + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+    got = np.asarray(jax.jit(lambda x, y: nx.exact_bf16_dot(x, y, dims))(a, b))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    jaxpr = str(jax.make_jaxpr(lambda x, y: nx.exact_bf16_dot(x, y, dims))(a, b))
+    assert "bf16" in jaxpr and "i32[" in jaxpr

@@ -13,7 +13,8 @@ single-platform export; the exported module is serialized (a shippable artifact)
   backend (``lowering.numerics.on_cpu_else``), because XLA's GPU backend (H200, jax 0.11.2)
   compiles no integer convolution of TOSA's (cuDNN takes int8 ones with an int8 or f32 result
   only), summed int8 x int8 -> int32 products of short contractions wrong, and aborted on an
-  FP8 convolution.
+  FP8 convolution. Off the CPU, 8-bit integer contractions are exact BF16 x BF16 -> F32
+  products (``numerics.exact_bf16_dot``), wider ones int32 x int32.
 * **64-bit types**: i64/ui64/f64 (or complex) element types of values (not of attributes such as
   reduce_window's padding) anywhere in the module. TOSA's INT48
   and the 64-bit steps of RESCALE are carried as 32-bit pairs (``numerics.Wide``), so none may
@@ -25,8 +26,9 @@ single-platform export; the exported module is serialized (a shippable artifact)
   counted; in a GPU export any integer convolution, integer dot of other than int32 operands or
   FP8 convolution fails the graph (the forms above; ``scripts/gpu_check.sh`` shows on a GPU that
   what remains is exact).
-* **float contractions below HIGHEST precision**: on a GPU, DEFAULT precision lets XLA use TF32
-  (FP32 inputs rounded to 10 mantissa bits); reported.
+* **BF16 dots** (BF16 operands, F32 result: the exact form of 8-bit integer products) counted.
+* **float contractions below HIGHEST precision** (other than BF16 dots): on a GPU, DEFAULT
+  precision lets XLA use TF32 (FP32 inputs rounded to 10 mantissa bits); reported.
 
 Exit status 1 when a graph fails to export or fails a check (64-bit type, CPU-only call).
 """
@@ -82,6 +84,7 @@ class Scan:
     int_convolutions: dict[str, int] = field(default_factory=dict)
     int_dots: dict[str, int] = field(default_factory=dict)
     fp8_convolutions: int = 0
+    bf16_dots: int = 0
     float_below_highest: int = 0
     platform: str = "cpu"
 
@@ -126,6 +129,8 @@ def scan(text: str, platform: str = "cpu") -> Scan:
             groups = GROUPS.search(line) if op == "convolution" else None
             grouped = "" if groups is None or groups.group(1) == "1" else " grouped"
             (convs if op == "convolution" else dots)[f"{lhs},{rhs}->{out}{grouped}"] += 1
+        elif op == "dot_general" and lhs == rhs == "bf16" and out == "f32":
+            s.bf16_dots += 1
         elif "HIGHEST" not in line:
             s.float_below_highest += 1
     s.int_convolutions, s.int_dots = dict(convs), dict(dots)
@@ -252,7 +257,7 @@ def summary(results: list[GraphResult], platforms: Iterable[str]) -> str:
     convs: Counter[str] = Counter()
     dots: Counter[str] = Counter()
     wide: Counter[str] = Counter()
-    low = 0
+    low = bf16 = 0
     graphs_with_int_conv = 0
     for r in results:
         for e in r.platforms.values():
@@ -261,10 +266,12 @@ def summary(results: list[GraphResult], platforms: Iterable[str]) -> str:
             dots.update(e.get("int_dots", {}))
             wide.update(e.get("wide_types", {}))
             low += e.get("float_below_highest", 0)
+            bf16 += e.get("bf16_dots", 0)
         graphs_with_int_conv += any(e.get("int_convolutions") for e in r.platforms.values())
     lines.append(f"custom calls: {dict(calls) or 'none'}; 64-bit types: {dict(wide) or 'none'}")
     lines.append(f"integer convolutions (over all platforms' exports) in {graphs_with_int_conv} "
-                 f"graphs: {dict(convs) or 'none'}; integer dots: {dict(dots) or 'none'}")
+                 f"graphs: {dict(convs) or 'none'}; integer dots: {dict(dots) or 'none'}; "
+                 f"BF16 dots (exact 8-bit integer products): {bf16}")
     lines.append(f"float convolutions/dots below HIGHEST precision: {low}")
     for r in results:
         if r.error:
