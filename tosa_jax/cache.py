@@ -187,7 +187,8 @@ class CompileCache:
         1.7 s first result; lstm_int8 210 ms) that a first result need not wait for. Writes
         of one key are done in the order asked (a quick-tier executable, then the optimized
         one that replaces it); ``make`` returning None (or raising) stores nothing. Not a
-        daemon thread: the interpreter's exit waits for it, as does ``flush()``."""
+        daemon thread, also when asked from one (a thread inherits its starter's daemon flag):
+        the interpreter's exit waits for it, as does ``flush()``."""
         path = self.path(key)
 
         def write(before: threading.Thread | None) -> None:
@@ -205,7 +206,8 @@ class CompileCache:
 
         with _PENDING_LOCK:
             before = _PENDING.get(path)
-            thread = threading.Thread(target=write, args=(before,), name="tosa_jax-cache-write")
+            thread = threading.Thread(target=write, args=(before,), name="tosa_jax-cache-write",
+                                      daemon=False)
             _PENDING[path] = thread
             thread.start()
 

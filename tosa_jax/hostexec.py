@@ -258,8 +258,10 @@ def prepare() -> threading.Thread | None:
         if _PREPARED is None:
             # Not a daemon: the interpreter's exit waits for it (at most ~0.1 s). A daemon
             # thread still inside XLA when the interpreter finalizes aborts the process
-            # ("FATAL: exception not rethrown").
-            _PREPARED = threading.Thread(target=load, name="tosa_jax.hostexec.prepare")
+            # ("FATAL: exception not rethrown"). Said explicitly: a thread started from a
+            # daemon thread would otherwise be one too.
+            _PREPARED = threading.Thread(target=load, name="tosa_jax.hostexec.prepare",
+                                         daemon=False)
             _PREPARED.start()
     return _PREPARED
 

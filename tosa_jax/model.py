@@ -365,11 +365,14 @@ class Model:
         if slot.tier == 0:
             slot.calls += 1
             if slot.calls == 2 or (slot.calls == 1 and self.cache is not None):
-                # Not a daemon: a compile cut off at interpreter exit may crash the process;
-                # Python's exit waits for it (the tosa-jax command leaves with os._exit).
+                # Not a daemon, also when called from one (a thread inherits its starter's
+                # daemon flag: the conformance runner's workers are daemons): a compile cut
+                # off at interpreter exit aborts the process ("FATAL: exception not
+                # rethrown"); Python's exit waits for it (the tosa-jax command leaves with
+                # os._exit).
                 threading.Thread(target=self._upgrade,
                                  args=(sig, args, slot, outs, slot.calls == 1),
-                                 name="tosa_jax-optimize").start()
+                                 name="tosa_jax-optimize", daemon=False).start()
         return outs
 
     def _upgrade(self, sig: tuple[Any, ...], args: tuple[Any, ...], quick: _Slot,

@@ -253,6 +253,33 @@ def test_cached_executable_runs_on_its_device(tmp_path: Path) -> None:
     assert runs[0][0][2] == runs[0][1][2] == runs[1][0][2] == runs[1][1][2]
 
 
+def test_called_from_a_daemon_thread_the_exit_waits_for_the_background_work(
+        tmp_path: Path) -> None:
+    """A model first called from a daemon thread (the conformance runner's workers are daemons),
+    and the process ends at once: the optimizer and the cache writer it starts are still not
+    daemons (a thread inherits its starter's flag), so the exit waits for them instead of
+    aborting inside XLA ("FATAL: exception not rethrown"), and the next process loads the
+    optimized executable."""
+    code = ("import threading, numpy as np, tosa_jax\n"
+            "from tosa_jax import model as mm\n"
+            "mm.EAGER_UPGRADE_FLOPS = 0  # upgraded after the first call: the cache keeps it\n"
+            "def work():\n"
+            f"    m = tosa_jax.load({str(CNN)!r}, cache={str(tmp_path)!r})\n"
+            f"    m(np.load({str(FIXTURES / 'cnn_int8.input.npy')!r}))\n"
+            "t = threading.Thread(target=work, daemon=True)\n"
+            "t.start(); t.join()\n"
+            "ours = [t for t in threading.enumerate() if t.name.startswith('tosa_jax')]\n"
+            "print(sum(t.daemon for t in ours))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert run.returncode == 0 and "FATAL" not in run.stderr, (run.returncode, run.stderr[-300:])
+    assert run.stdout.split()[-1] == "0"
+    again = tosa_jax.load(CNN, cache=tmp_path)
+    again(X)
+    (slot,) = again._executables.values()
+    assert again.compile_source == "cache" and slot.tier == 1
+
+
 def test_code_digest_covers_the_lowerings_before_they_are_imported() -> None:
     """A cached run imports no lowering; its key must still change when a lowering is edited.
     In an editable install lowering/ and profiles/ lie beside tosa_jax/, so the digest has to
