@@ -730,13 +730,14 @@ def run_tests(test_dirs: Sequence[Path], sut: str = SUT_MODULE, jobs: int = 2,
         start = time.monotonic()
         # cwd is the scratch directory, never the repository: the runner must not import our
         # tests/ (or anything else in the repo root) in place of tosa-tools' own packages
-        proc = subprocess.run(cmd, cwd=work, env=env, text=True,
-                              stdout=None if verbose else subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=work, env=env, text=True,
+                                stdout=None if verbose else subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        output = "" if verbose else _follow(proc, sut, len(test_dirs), start)
+        returncode = proc.wait()
         wall = time.monotonic() - start
-        if proc.returncode != 0 or not xunit.is_file():
-            tail = "" if verbose else (proc.stdout or "")[-4000:]
-            raise ConformanceError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
+        if returncode != 0 or not xunit.is_file():
+            raise ConformanceError(f"{' '.join(cmd)} failed ({returncode}):\n{output[-4000:]}")
         operators = {str(t): test_operator(t) for t in test_dirs}
         results = parse_xunit(xunit, operators)
         requirements = {str(t): test_requirements(t) for t in test_dirs}
@@ -756,6 +757,30 @@ def run_tests(test_dirs: Sequence[Path], sut: str = SUT_MODULE, jobs: int = 2,
             shutil.rmtree(work, ignore_errors=True)
     return RunReport(sut, str(os.path.commonpath(test_dirs)) if test_dirs else "",
                      tosa_tools_version(), wall, jobs, results)
+
+
+PROGRESS_EVERY_S = 15.0
+
+
+def _follow(proc: subprocess.Popen[str], sut: str, total: int, start: float) -> str:
+    """The runner's output, read as it comes, with a progress line on stderr every
+    PROGRESS_EVERY_S seconds (tests done on ``sut`` and how many did not pass), so that a long
+    run, or one stopped by a time limit, shows how far it got. Returns the output."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    done = not_passed = 0
+    last = start
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith(f"{sut}: Result"):
+            done += 1
+            not_passed += " PASS " not in line + " "
+        now = time.monotonic()
+        if now - last >= PROGRESS_EVERY_S:
+            last = now
+            print(f"  {done}/{total} tests run on {sut}, {not_passed} not passed, "
+                  f"{now - start:.0f} s", file=sys.stderr, flush=True)
+    return "".join(lines)
 
 
 def explain_failure(test_dir: Path, sut: str, limit: int = 5) -> str:
