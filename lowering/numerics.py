@@ -207,16 +207,18 @@ def exact_bf16_dot(a: Array, b: Array, dims: Any) -> Array:
     bound = _BYTE_BOUND[np.dtype(a.dtype)] * _BYTE_BOUND[np.dtype(b.dtype)]
     limit = (_F32_EXACT - 1) // bound  # terms per chunk: partial sums below 2**24
     k = int(np.prod([a.shape[d] for d in ca], dtype=np.int64))
-    i = max(range(len(ca)), key=lambda j: a.shape[ca[j]]) if ca else 0
-    n = a.shape[ca[i]] if ca else 1
-    per_chunk = limit // max(k // n, 1)  # elements of that dimension a chunk may hold
+    if k <= limit:
+        y = lax.dot_general(lax.convert_element_type(a, jnp.bfloat16),
+                            lax.convert_element_type(b, jnp.bfloat16), ((ca, cb), (ba, bb)),
+                            preferred_element_type=jnp.float32)
+        return lax.convert_element_type(y, I32)
+    i = max(range(len(ca)), key=lambda j: a.shape[ca[j]])
+    n = a.shape[ca[i]]
+    per_chunk = limit // (k // n)  # elements of that dimension a chunk may hold
     if per_chunk < 1:  # the other contracting dimensions alone are too long (not in TOSA's)
         return lax.dot_general(as_i32(a), as_i32(b), dims, preferred_element_type=I32)
     a = lax.convert_element_type(a, jnp.bfloat16)
     b = lax.convert_element_type(b, jnp.bfloat16)
-    if k <= limit:
-        y = lax.dot_general(a, b, ((ca, cb), (ba, bb)), preferred_element_type=jnp.float32)
-        return lax.convert_element_type(y, I32)
     chunks = -(-n // per_chunk)
     # a divisor of n close above the fewest chunks avoids padding (256 channels: 4 x 64)
     chunks = next((m for m in range(chunks, 2 * chunks + 1) if n % m == 0), chunks)
