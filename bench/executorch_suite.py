@@ -13,6 +13,7 @@ an engine (failed or skipped before running a graph) counted apart.
     python bench/executorch_suite.py --json bench/results/executorch_suite.json
     python bench/executorch_suite.py --ops --models --tosa-1-1    # the 85 TOSA 1.1 tests only
     python bench/executorch_suite.py --ops all --models --shard 0/4   # every operator file, 1/4
+    python bench/executorch_suite.py --merge shard0.json shard1.json ...  # their combined table
 
 The pytest outcome of each test follows the reference model; the table is the result.
 """
@@ -249,8 +250,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-k", default="tosa", help="pytest -k expression (default: tosa)")
     ap.add_argument("--json", help="write every record and the totals here")
     ap.add_argument("--save-graphs", metavar="DIR", help="keep every TOSA graph run, as .tosa")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="run nothing: the combined report of earlier runs' --json files "
+                    "(the shards of one selection)")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = ap.parse_args(argv)
+    if args.merge:
+        merged = SuiteBench(None)
+        for path in args.merge:
+            with open(path) as f:
+                for r in json.load(f)["records"]:
+                    merged.records[r["test"]] = Record(**r)
+        result = report(merged)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=1)
+        return 0
     try:
         import executorch.backends.arm.test as arm_test
     except ImportError:
