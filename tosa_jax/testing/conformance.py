@@ -733,8 +733,13 @@ def run_tests(test_dirs: Sequence[Path], sut: str = SUT_MODULE, jobs: int = 2,
         proc = subprocess.Popen(cmd, cwd=work, env=env, text=True,
                                 stdout=None if verbose else subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
-        output = "" if verbose else _follow(proc, sut, len(test_dirs), start)
-        returncode = proc.wait()
+        try:
+            output = "" if verbose else _follow(proc, sut, len(test_dirs), start)
+            returncode = proc.wait()
+        except BaseException:  # interrupted: the runner and its SUT processes go with us
+            proc.kill()
+            proc.wait()
+            raise
         wall = time.monotonic() - start
         if returncode != 0 or not xunit.is_file():
             raise ConformanceError(f"{' '.join(cmd)} failed ({returncode}):\n{output[-4000:]}")
