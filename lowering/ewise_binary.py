@@ -18,12 +18,17 @@ from tosa_jax.ir import INT_BITS
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     Wide,
+    add_overflows,
     apply_lookup_s,
     apply_max_s,
     apply_min_s,
     as_i32,
     as_wide,
+    is_host,
     lx,
+    mul_shift_overflows,
+    require,
+    requiring,
     rounding_mul_shift,
     same_aval,
     wide_add,
@@ -54,6 +59,24 @@ def _shift_amount(w: Wide) -> Any:
     return lax.bitcast_convert_type(w.lo, jnp.int32) & 63
 
 
+def _shift_in_range(node: Node, amount: Any) -> None:
+    """REQUIRE(0 <= value2 < width) of the shift operators (8-, 16- and 32-bit types)."""
+    bits = INT_BITS.get(node.inputs[0].dtype, 0)
+    if requiring() and bits <= 32:
+        require("shift", (amount < 0) | (amount >= bits))
+
+
+def _may_overflow(node: Node, sub: bool = False) -> bool:
+    """Whether an int32 ADD (SUB) may overflow: not where both inputs' proven ranges
+    (tosa_jax.ranges) keep every sum (difference) in int32, as after 8-bit RESCALEs."""
+    ranges = node.input_range(0), node.input_range(1)
+    if None in ranges:
+        return True
+    (a_lo, a_hi), (b_lo, b_hi) = ranges  # type: ignore[misc]
+    lo, hi = (a_lo - b_hi, a_hi - b_lo) if sub else (a_lo + b_lo, a_hi + b_hi)
+    return lo < -(1 << 31) or hi > (1 << 31) - 1
+
+
 def _mul32(input1: Any, input2: Any) -> Any:
     """int32 product (modulo 2**32) of operands sign-extended to int32."""
     a, b = as_i32(input1), as_i32(input2)
@@ -65,6 +88,8 @@ def add(node: Node, input1: Any, input2: Any) -> Any:
     """apply_add_s: integer overflow is a REQUIRE failure, so two's-complement wrap is exact."""
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_add(*w)
+    if requiring() and node.inputs[0].dtype == "INT32" and _may_overflow(node):
+        require("add", add_overflows(input1, input2))
     if same_aval(input1, input2):
         return lax.add(input1, input2)
     return jnp.add(input1, input2).astype(jnp.asarray(input1).dtype)
@@ -75,6 +100,8 @@ def sub(node: Node, input1: Any, input2: Any) -> Any:
     """apply_sub_s: as ADD, overflow is a REQUIRE failure and wrapping is exact otherwise."""
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_sub(*w)
+    if requiring() and node.inputs[0].dtype == "INT32" and _may_overflow(node, sub=True):
+        require("sub", add_overflows(input1, input2, sub=True))
     if same_aval(input1, input2):
         return lax.sub(input1, input2)
     return jnp.subtract(input1, input2).astype(jnp.asarray(input1).dtype)
@@ -94,6 +121,7 @@ def arithmetic_right_shift(node: Node, input1: Any, input2: Any, *, round: bool)
     # apply_arith_rshift: sign-extend both operands to int32 and shift (value2 is REQUIRE'd to
     # lie in [0, width - 1]).
     value1, value2 = as_i32(input1), as_i32(input2)
+    _shift_in_range(node, value2)
     result = value1 >> value2
     if round:
         # Add the last bit shifted out: bit (value2 - 1) of value1, when value2 > 0.
@@ -131,6 +159,9 @@ def intdiv(node: Node, input1: Any, input2: Any) -> Any:
     value2 == 0 and INT32_MIN / -1 are REQUIRE failures."""
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_divide(*w)
+    if requiring():
+        require("div_zero", input2 == 0)
+        require("div_range", (input1 == np.iinfo(np.int32).min) & (input2 == -1))
     return lax.div(*jnp.broadcast_arrays(as_i32(input1), as_i32(input2)))
 
 
@@ -154,6 +185,7 @@ def logical_left_shift(node: Node, input1: Any, input2: Any) -> Any:
     """value1 << value2 in the element type: shift in int32, keep the type's low bits."""
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_shl_var(w[0], _shift_amount(w[1]))
+    _shift_in_range(node, input2)
     return wrap_cast(as_i32(input1) << as_i32(input2), node.out.dtype)
 
 
@@ -164,6 +196,7 @@ def logical_right_shift(node: Node, input1: Any, input2: Any) -> Any:
     t = node.out.dtype
     if (w := _wide2(node, input1, input2)) is not None:
         return wide_srl_var(w[0], _shift_amount(w[1]))
+    _shift_in_range(node, input2)
     value1 = as_i32(input1)
     if INT_BITS[t] < 32:
         value1 = value1 & ((1 << INT_BITS[t]) - 1)  # zero_extend: the type's bits, unsigned
@@ -193,8 +226,13 @@ def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
     if in_t == "INT32":
         if not isinstance(shift, np.ndarray):
             # EXT-DYNAMIC: the shift arrives at run time.
-            return rounding_mul_shift(input1, input2, jnp.asarray(shift).reshape(-1)[0])
+            s = jnp.asarray(shift).reshape(-1)[0]
+            if requiring():
+                require("mul", mul_shift_overflows(input1, input2, s))
+            return rounding_mul_shift(input1, input2, s)
         s = int(constant(node, 2, shift).reshape(-1)[0])
+        if requiring() and s > 0:
+            require("mul", mul_shift_overflows(input1, input2, s))
         if s > 0:
             # int64 product, + (1 << (shift - 1)), >> shift: exact in 32-bit pairs. The result
             # is REQUIRE'd to fit int32.
@@ -212,6 +250,13 @@ def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
 @lowering("POW")
 def pow(node: Node, input1: Any, input2: Any) -> Any:
     """apply_pow (floating point only)."""
+    if requiring():
+        x, y = (np.asarray(v, np.float32) if is_host(v) else v for v in (input1, input2))
+        xp = np if is_host(input1, input2) else jnp
+        require("pow_negative", x < 0)
+        require("pow_zero", (x == 0) & (y <= 0))
+        require("pow_nan", xp.isnan(x) | xp.isnan(y))
+        require("pow_finite", xp.isinf(x) | xp.isinf(y))
     dtype = jnp.asarray(input1).dtype
     compute = jnp.float32 if dtype in (jnp.float16, jnp.bfloat16) else dtype
     return jnp.power(jnp.asarray(input1, compute), jnp.asarray(input2, compute)).astype(dtype)

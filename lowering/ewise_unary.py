@@ -19,6 +19,8 @@ from tosa_jax.lowering.numerics import (
     as_wide,
     count_leading_zeros,
     float_compute,
+    require,
+    requiring,
     saturate_cast,
     wide_abs,
     wide_clz,
@@ -32,6 +34,8 @@ def abs(node: Node, input1: Any) -> Any:
     floating point -0.0 becomes +0.0, as jnp.abs does."""
     if node.out.dtype == "INT64":
         return wide_abs(as_wide(input1))
+    if requiring() and node.out.dtype == "INT32":
+        require("negate", input1 == np.iinfo(np.int32).min)
     return jnp.abs(input1)
 
 
@@ -87,6 +91,8 @@ def negate(node: Node, input1: Any, input1_zp: Any, output_zp: Any) -> Any:
     t = node.out.dtype
     if t == "INT64":  # zero points are 0 (ERROR_IF, profiles/); negating INT64_MIN: REQUIRE
         return wide_neg(as_wide(input1))
+    if requiring() and t == "INT32":  # zero points are 0: only 0 - INT32_MIN overflows
+        require("negate", input1 == np.iinfo(np.int32).min)
     if t not in INT_RANGES and not isinstance(input1_zp, np.ndarray):
         # EXT-DYNAMIC: run-time zero points; for floating point they must be 0 (ERROR_IF).
         input1_zp = np.zeros(1, np.float32)

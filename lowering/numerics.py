@@ -243,6 +243,95 @@ def exact_bf16_dot(a: Array, b: Array, dims: Any) -> Array:
     return lax.reduce(lax.convert_element_type(y, I32), np.int32(0), lax.add, (0,))
 
 
+# ----------------------------------------------------------------------------- run-time REQUIREs
+# The REQUIREs that depend on tensor values (an int32 ADD that overflows, a GATHER index out of
+# range, POW of a negative base): the spec calls such a graph's result unpredictable, and the
+# reference model's binding returns TOSA_UNPREDICTABLE. Checked only where asked for
+# (``load(..., check_requires=True)``, ``reference_model.run``): while the executor traces an
+# operator it collects what the lowering reports through ``require`` and carries the first
+# violation through the graph as one more value (tosa_jax.executor). The rules are those the
+# reference model of tosa-tools 2026.8 checks while running, each probed against it in
+# tests/unit/test_requires.py; like it, the accumulators of convolutions and MATMUL and their
+# bias additions are not checked (they wrap).
+REQUIRE_RULES: dict[str, str] = {
+    "add": "apply_add_s: the int32 sum overflows",
+    "sub": "apply_sub_s: the int32 difference overflows",
+    "negate": "apply_sub_s(0, value): the negated int32 value overflows",
+    "mul": "the rounded, shifted product does not fit int32",
+    "div_zero": "value2 != 0 (division by zero)",
+    "div_range": "the quotient fits int32 (minimum / -1 does not)",
+    "shift": "0 <= value2 < the element width",
+    "pow_negative": "value1 >= 0",
+    "pow_zero": "value1 > 0 || value2 > 0",
+    "pow_nan": "!isNaN(value1) && !isNaN(value2)",
+    "pow_finite": "is_finite(value1) && is_finite(value2)",
+    "sum": "apply_add_s: a partial sum overflows int32",
+    "index": "0 <= k < K (index within the values)",
+    "scatter_once": "output_modified[n, k, c] == false (no row written twice)",
+    "multiplier": "apply_scale: multiplier >= 0",
+    "scale_shift": "apply_scale: 2 <= shift <= 62",
+    "scale_value": "apply_scale_32: value within [-(1 << (shift - 1)), 1 << (shift - 1))",
+    "scale_result": "apply_scale_16: the result fits int32",
+}
+RULE_NAMES = tuple(REQUIRE_RULES)
+
+_REQUIRES: contextvars.ContextVar[list[tuple[str, Any]] | None] = contextvars.ContextVar(
+    "tosa_jax_requires", default=None)
+
+
+@contextmanager
+def collecting_requires(sink: list[tuple[str, Any]] | None) -> Iterator[None]:
+    """Collect the ``require`` reports of the lowerings traced in this block into ``sink``
+    (None: none are computed)."""
+    token = _REQUIRES.set(sink)
+    try:
+        yield
+    finally:
+        _REQUIRES.reset(token)
+
+
+def requiring() -> bool:
+    """True while REQUIREs are collected: only then does a lowering compute them."""
+    return _REQUIRES.get() is not None
+
+
+def require(rule: str, violated: Array) -> None:
+    """REQUIRE ``rule`` fails wherever ``violated`` is true. A known value (constants) is
+    decided now, with numpy; a traced one becomes one boolean of the program."""
+    sink = _REQUIRES.get()
+    if sink is None:
+        return
+    if rule not in REQUIRE_RULES:
+        raise KeyError(rule)
+    sink.append((rule, bool(np.any(violated)) if is_host(violated) else jnp.any(violated)))
+
+
+def add_overflows(a: Array, b: Array, sub: bool = False) -> Array:
+    """Where the int32 a + b (a - b) leaves the int32 range: exact in int64 for known
+    values, from the signs of the wrapped result for traced ones."""
+    if is_host(a, b):
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        r = a - b if sub else a + b
+        return (r < -(1 << 31)) | (r > (1 << 31) - 1)
+    a, b = as_i32(a), as_i32(b)
+    r = a - b if sub else a + b
+    # a sum overflows when both operands have the sign its result lacks (a difference, when
+    # a and b differ in sign and the result's sign is b's)
+    return ((a ^ r) & ((a ^ b) if sub else (b ^ r))) < 0
+
+
+
+def partial_sum_overflows(x: Array, axis: int) -> Array:
+    """Where a partial sum of int32 values along ``axis``, added in index order from 0 as
+    REDUCE_SUM's apply_add_s does, leaves the int32 range. Up to the first overflow the
+    wrapped running sum is exact, so the first one shows in the signs, as in add_overflows."""
+    if is_host(x):
+        p = np.cumsum(np.asarray(x, np.int64), axis=axis)
+        return (p < -(1 << 31)) | (p > (1 << 31) - 1)
+    x = as_i32(x)
+    p = jnp.cumsum(x, axis=axis, dtype=I32)
+    return ((p - x) ^ p) & (x ^ p) < 0
+
 # ----------------------------------------------------------------------------- lax operands
 # The integer hot paths (RESCALE, clips, the Wide products of constants) bind lax primitives:
 # each jax.numpy function or operator on a traced value is a jitted wrapper whose cache misses
@@ -837,6 +926,30 @@ def apply_scale_16(value: Wide, multiplier: Array, shift: Array) -> Array:
     return wide_low32(wide_sra(wide_add(product, _pow2(shift - 1)), shift))
 
 
+def scale_overflows(value: Array | Wide, multiplier: Array, shift: Array,
+                    scale32: bool) -> Array:
+    """Where apply_scale_32's REQUIRE on its value fails (value outside
+    [-(1 << (shift - 1)), 1 << (shift - 1)): only shifts below 32 restrict an int32 value), or
+    apply_scale_16's result leaves int32. ``value``: the input less its zero point (int32, or a
+    Wide int48); ``shift`` in 2..62 (else its own REQUIRE fails, see rescale)."""
+    if is_host(*(value if isinstance(value, Wide) else (value,)), multiplier, shift):
+        v = (wide_to_numpy(value) if isinstance(value, Wide) else np.asarray(value, np.int64))
+        s = np.clip(np.asarray(shift, np.int64), 2, 62)
+        if scale32:
+            bound = np.int64(1) << (s - 1)
+            return (v < -bound) | (v >= bound)
+        r = (v * np.asarray(multiplier, np.int64) + (np.int64(1) << (s - 1))) >> s
+        return (r < -(1 << 31)) | (r > (1 << 31) - 1)
+    s = jnp.clip(as_i32(shift), 2, 62)
+    if scale32:
+        bound = jnp.left_shift(I32(1), jnp.minimum(s, 31) - 1)
+        v = as_i32(value)
+        return (s < 32) & ((v < -bound) | (v >= bound))
+    v = value if isinstance(value, Wide) else wide(value)
+    r = wide_sra(wide_add(wide_mul(v, multiplier), _pow2(s - 1)), s)
+    return r.hi != (bitcast_i32(r.lo) >> 31)
+
+
 def rounding_mul_shift(a: Array, b: Array, shift: int | Array) -> Array:
     """MUL with shift: (int64(a) * b + (1 << (shift - 1))) >> shift, as int32 (shift > 0; a
     traced shift, EXT-DYNAMIC, may also be 0: then the low 32 bits of the product)."""
@@ -846,6 +959,19 @@ def rounding_mul_shift(a: Array, b: Array, shift: int | Array) -> Array:
     shift = as_i32(shift)
     rounded = wide_add(product, _pow2(jnp.maximum(shift - 1, 0)))
     return jnp.where(shift > 0, wide_low32(wide_sra(rounded, shift)), wide_low32(product))
+
+
+def mul_shift_overflows(a: Array, b: Array, shift: int | Array) -> Array:
+    """Where MUL's int32 (int64(a) * b + (1 << (shift - 1))) >> shift leaves the int32 range
+    (shift > 0; a traced shift of 0 takes the low 32 bits: nothing to overflow)."""
+    if is_host(a, b, shift):
+        s = np.asarray(shift, np.int64)
+        p = np.asarray(a, np.int64) * np.asarray(b, np.int64)
+        r = (p + (np.int64(1) << np.maximum(s - 1, 0))) >> s
+        return (s > 0) & ((r < -(1 << 31)) | (r > (1 << 31) - 1))
+    s = jnp.asarray(shift, I32) if not isinstance(shift, int) else I32(shift)
+    r = wide_sra(wide_add(wide_mul32(a, b), _pow2(jnp.maximum(s - 1, 0))), s)
+    return (s > 0) & (r.hi != (bitcast_i32(r.lo) >> 31))
 
 
 def _known_number(b: Any) -> bool:

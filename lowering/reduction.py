@@ -18,6 +18,9 @@ from tosa_jax.lowering import Node, lowering
 from tosa_jax.lowering.numerics import (
     as_wide,
     float_compute,
+    partial_sum_overflows,
+    require,
+    requiring,
     sequential_sum,
     wide_reduce_extreme,
     wide_reduce_sum,
@@ -99,6 +102,12 @@ def reduce_sum(node: Node, input: Any, *, axis: int) -> Any:
     if node.out.dtype == "INT64":  # wraps modulo 2^64 where the REQUIRE fails
         w = wide_reduce_sum(as_wide(input), axis)
         return type(w)(jnp.expand_dims(w.hi, axis), jnp.expand_dims(w.lo, axis))
+    if requiring() and node.out.dtype == "INT32":
+        # not where the input's proven range (tosa_jax.ranges) keeps every partial sum in int32
+        proven = node.input_range(0)
+        length = node.inputs[0].shape[axis]
+        if proven is None or max(-proven[0], proven[1]) * length > (1 << 31) - 1:
+            require("sum", partial_sum_overflows(input, axis))
     x = jnp.asarray(input)
     acc_t = _SUM_ACC.get(node.inputs[0].dtype, x.dtype)
     if acc_t == jnp.float16:  # fp16 partial sums, in order: the reference model's results

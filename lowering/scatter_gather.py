@@ -17,7 +17,19 @@ import numpy as np
 
 from tosa_jax.ir import BlockScaled
 from tosa_jax.lowering import Node, lowering
-from tosa_jax.lowering.numerics import Wide, no_fold
+from tosa_jax.lowering.numerics import Wide, is_host, no_fold, require, requiring
+
+
+def _require_indices(indices: Any, rows: int, once: bool = False) -> None:
+    """REQUIRE(0 <= k < K) for every index; SCATTER's output_modified REQUIRE: no index twice
+    in a batch (each row written at most once)."""
+    if not requiring():
+        return
+    require("index", (indices < 0) | (indices >= rows))
+    if once and indices.shape[1] > 1:
+        xp = np if is_host(indices) else jnp
+        ordered = xp.sort(indices, axis=1)
+        require("scatter_once", ordered[:, 1:] == ordered[:, :-1])
 
 
 def _gather(values: Any, indices: Any) -> Any:
@@ -42,6 +54,7 @@ def _index32(indices: Any) -> Any:
 def gather(node: Node, values: Any, indices: Any) -> Any:
     """output[n, w, c] = values[n, indices[n, w], c]."""
     indices = _index32(indices)
+    _require_indices(indices, node.inputs[0].shape[1])
     if isinstance(values, Wide):
         return values.map(lambda v: _gather(v, indices))
     return _gather(values, indices)
@@ -102,6 +115,7 @@ def row_gather_block_scaled(node: Node, *inputs: Any, block_size: int) -> Any:
 def scatter(node: Node, values_in: Any, indices: Any, input: Any) -> Any:
     """values_out = values_in, then values_out[n, indices[n, w], c] = input[n, w, c]."""
     indices = _index32(indices)
+    _require_indices(indices, node.inputs[0].shape[1], once=True)
     if isinstance(values_in, Wide):
         return Wide(_scatter(values_in.hi, indices, input.hi),
                     _scatter(values_in.lo, indices, input.lo))

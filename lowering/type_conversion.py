@@ -26,7 +26,10 @@ from tosa_jax.lowering.numerics import (
     block_value_f32,
     is_host,
     lx,
+    require,
+    requiring,
     saturate_cast,
+    scale_overflows,
     times_2_64,
     times_pow2,
     to_block_value,
@@ -75,6 +78,9 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         if host is not None:
             return host
 
+    if requiring():
+        _require_scale(node, input, multiplier, shift, in_zp, scale32, input_unsigned, scales)
+
     # Extend the input and its zero point to 48 bits (unsigned: zero-extend) and subtract.
     if input_unsigned:
         mask = (1 << INT_BITS[in_t]) - 1
@@ -112,6 +118,47 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
     return saturate_cast(result, out_t)
 
 
+
+
+def _require_scale(node: Node, input: Any, multiplier: Any, shift: Any, in_zp: Any,
+                   scale32: bool, input_unsigned: bool,
+                   known: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """apply_scale_32/16's REQUIREs: multiplier >= 0, 2 <= shift <= 62, and the value (the
+    input less its zero point) small enough for the shift (32) or the result within int32
+    (16). ``known``: the multipliers and shifts of every step, where a rolled loop's step
+    reads them traced (decided now, as constants are)."""
+    if known is not None and not is_host(multiplier, shift):
+        require("multiplier", known[0] < 0)
+        require("scale_shift", (known[1] < 2) | (known[1] > 62))
+        static_shift = known[1]
+    else:
+        require("multiplier", multiplier < 0)
+        require("scale_shift", (shift < 2) | (shift > 62))
+        static_shift = shift if is_host(shift) else None
+    if scale32 and static_shift is not None:
+        # No value of the input's proven range (else its type's), less a constant zero point,
+        # reaches 1 << (shift - 1): nothing to check (int8 inputs and the usual shifts)
+        lo, hi = node.input_range(0) or INT_RANGES[node.inputs[0].dtype]
+        zp = in_zp
+        if input_unsigned:
+            lo, hi = 0, (1 << INT_BITS[node.inputs[0].dtype]) - 1
+            zp = in_zp & hi if isinstance(in_zp, int) else in_zp
+        if isinstance(zp, int) and np.size(static_shift):
+            bound = 1 << (int(np.clip(np.min(static_shift), 2, 62)) - 1)
+            if -bound <= lo - zp and hi - zp < bound:
+                return
+    if isinstance(input, Wide):  # int48: its zero point is 0 (ERROR_IF)
+        value = input
+    elif input_unsigned:
+        mask = (1 << INT_BITS[node.inputs[0].dtype]) - 1
+        value = (np.asarray(input).astype(np.int64) & mask if is_host(input)
+                 else as_i32(input) & mask) - (in_zp & mask)
+    elif is_host(input, in_zp):
+        value = np.asarray(input).astype(np.int64) - np.asarray(in_zp).astype(np.int64)
+    else:  # an 8/16-bit value less its zero point, or an int32 value (zero point 0)
+        value = as_i32(input) - in_zp if not isinstance(in_zp, int) or in_zp else input
+    require("scale_value" if scale32 else "scale_result",
+            scale_overflows(value, multiplier, shift, scale32))
 
 
 def _fits_int32(proven: tuple[int, int] | None, in_zp: Any) -> bool:

@@ -18,6 +18,7 @@ from tosa_jax.errors import (
     TosaFormatError,
     TosaInputError,
     TosaLimitError,
+    TosaUnpredictableWarning,
     TosaUnsupportedError,
     TosaValidationError,
     TosaVersionError,
@@ -81,7 +82,8 @@ sys.modules[__name__].__class__ = _Package
 __all__ = [
     "BlockScaled", "EvalResult", "Graph", "GraphBuilder", "Model", "TensorSpec",
     "TosaConverterError", "TosaConverterMissingError", "TosaError", "TosaFormatError",
-    "TosaInputError", "TosaLimitError", "TosaUnsupportedError", "TosaValidationError",
+    "TosaInputError", "TosaLimitError", "TosaUnpredictableWarning", "TosaUnsupportedError",
+    "TosaValidationError",
     "TosaVersionError", "Wide",
     "convert", "evaluate", "export_torch", "from_torch", "inspect", "load", "read", "write",
 ]

@@ -94,7 +94,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from tosa_jax.model import load
 
-    model = load(args.graph, device=args.device)
+    model = load(args.graph, device=args.device, check_requires=args.check_requires)
     inputs = _parse_inputs(model, args.inputs)
     t0 = time.perf_counter()
     outputs = model.run(inputs)
@@ -423,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output-dir", help="write each output as NAME.npy here")
     p.add_argument("-p", "--print", action="store_true", help="print output values")
     p.add_argument("--device", help="JAX platform to run on: cpu or gpu (default: JAX's)")
+    p.add_argument("--check-requires", action="store_true",
+                   help="also check the REQUIREs that depend on the values (int32 overflow, "
+                   "indices out of range...): a warning names the operator that breaks one")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("eval", help="run a batch-1 graph over a dataset of stacked samples "
                                     "(vmapped batches sharded over all devices)")

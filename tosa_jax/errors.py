@@ -42,3 +42,9 @@ class TosaConverterError(TosaFormatError):
 
 class TosaConverterMissingError(TosaUnsupportedError):
     """The input needs a converter that is not installed; the message names the extra."""
+
+
+class TosaUnpredictableWarning(UserWarning):
+    """A run broke a REQUIRE that depends on the input values (an int32 ADD that overflows, an
+    index out of range): TOSA leaves its result unpredictable. Issued by models loaded with
+    ``check_requires=True``; the message names the operator and the rule."""

@@ -34,7 +34,15 @@ from tosa_jax.ir import (
 )
 from tosa_jax.layout import Laid
 from tosa_jax.lowering import LOWERINGS, Node, WithState
-from tosa_jax.lowering.numerics import DEVICE_DTYPES, fusion_boundary, lowering_target
+from tosa_jax.lowering.numerics import (
+    DEVICE_DTYPES,
+    REQUIRE_RULES,
+    RULE_NAMES,
+    collecting_requires,
+    fusion_boundary,
+    is_host,
+    lowering_target,
+)
 from tosa_jax.ranges import BlockRanges
 
 # Operators that XLA fuses into their users (elementwise and data layout). An integer result of
@@ -224,6 +232,50 @@ def _shared(block: Block) -> frozenset[str]:
     return frozenset(shared)
 
 
+# Run-time REQUIREs (lowering.numerics.require), when checked: the first one that failed travels
+# through the graph with the variable state, under a key no variable has, as int32
+# [rule number + 1 (0: none), site]; the site names the operator: its block's position in the
+# graph << 20 | its index in the block, with ROLLED set for an operator of a rolled loop's step
+# (tosa_jax.reroll), whose index is then the loop's first operator.
+REQUIRES_KEY = "\0requires"
+ROLLED = 1 << 30
+NO_VIOLATION = np.zeros(2, np.int32)
+
+
+def _blocks(graph: Graph) -> list[Block]:
+    return [b for r in graph.regions for b in r.blocks]
+
+
+def _first_violation(flag: Any, found: list[tuple[str, Any]], site: int) -> Any:
+    """``flag`` updated with the REQUIREs one operator reported (rule, violated): the first
+    violation is kept."""
+    for rule, violated in found:
+        if violated is False:
+            continue
+        code = np.array([RULE_NAMES.index(rule) + 1, site], np.int32)
+        if violated is True and is_host(flag):
+            flag = code if int(flag[0]) == 0 else flag
+        else:
+            flag = jnp.where((flag[0] == 0) & violated, code, jnp.asarray(flag, jnp.int32))
+    return flag
+
+
+def describe_violation(graph: Graph, flag: Any) -> str | None:
+    """What the REQUIRE flag of a checked run says: None, or the operator and the rule."""
+    rule, site = (int(v) for v in np.asarray(flag).reshape(-1)[:2])
+    if rule == 0:
+        return None
+    block = _blocks(graph)[(site & ~ROLLED) >> 20]
+    index = site & 0xFFFFF
+    if site & ROLLED:
+        where = (f"an operator in a step of the recurrence rolled into a loop from operator "
+                 f"#{index} of block {block.name!r}")
+    else:
+        where = _where(block.operators[index], index, block)
+    return (f"{where}: REQUIRE({REQUIRE_RULES[RULE_NAMES[rule - 1]]}) fails for these inputs: "
+            "the result is unpredictable")
+
+
 def evaluate_block(graph: Graph, block: Block, args: Sequence[Any]) -> tuple[Any, ...]:
     """Trace ``block`` on ``args`` (one value per block input); returns the block outputs.
 
@@ -235,7 +287,7 @@ def evaluate_block(graph: Graph, block: Block, args: Sequence[Any]) -> tuple[Any
 
 def run_block(graph: Graph, block: Block, args: Sequence[Any],
               state: dict[str, Any], keep: dict[str, Any] | None = None,
-              ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+              origin: int | None = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Trace ``block`` on ``args`` with the variable ``state`` ({variable name: value}, every
     variable of the graph); returns the block outputs and the state after the block.
 
@@ -247,6 +299,9 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
     Pure: nothing outside is changed, so control-flow lowerings can run it inside ``lax.cond``
     and ``lax.while_loop`` (it is their ``node.run_block``). Variable tensors are read from and
     written to the state, in operator order.
+
+    A state holding REQUIRES_KEY asks for the run-time REQUIREs: each operator's are folded into
+    it. ``origin``: the site its operators report (a rolled loop's step); else their own.
     """
     state = dict(state)
     keys = {n: t.variable_key for n, t in block.tensors.items() if t.variable}
@@ -266,7 +321,22 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
     shared = _shared(block)
     ranges = BlockRanges(block)
 
+    checking = REQUIRES_KEY in state
+    if checking and origin is None:
+        base = next(k for k, b in enumerate(_blocks(graph)) if b is block) << 20
+
     def execute(i: int, op: Operator) -> None:
+        nonlocal state
+        if not checking:
+            return execute_op(i, op)
+        found: list[tuple[str, Any]] = []
+        with collecting_requires(found):
+            execute_op(i, op)
+        if found:
+            site = origin if origin is not None else base | i
+            state[REQUIRES_KEY] = _first_violation(state[REQUIRES_KEY], found, site)
+
+    def execute_op(i: int, op: Operator) -> None:
         nonlocal state
         where = _where(op, i, block)
         stateful = op.op in STATEFUL_OPS
@@ -335,7 +405,13 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
         for j in loop.outside:
             execute(j, block.operators[j])
         try:
-            env.update(_run_loop(graph, loop, value))
+            if checking:
+                site = ROLLED | (origin if origin is not None else base | loop.start)
+                found, state[REQUIRES_KEY] = _run_loop(graph, loop, value, state[REQUIRES_KEY],
+                                                       site)
+            else:
+                found, _ = _run_loop(graph, loop, value)
+            env.update(found)
         except Exception as e:  # a form rolling did not foresee: the steps as they are
             warnings.warn(f"tosa_jax: operators {loop.start}..{loop.stop - 1} of block "
                           f"{block.name!r} run unrolled ({type(e).__name__}: {e})", stacklevel=2)
@@ -346,9 +422,11 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
     return tuple(value(n) for n in block.outputs), state
 
 
-def _run_loop(graph: Graph, loop: reroll.Loop, value: Callable[[str], Any]) -> dict[str, Any]:
+def _run_loop(graph: Graph, loop: reroll.Loop, value: Callable[[str], Any],
+              flag: Any = None, site: int = 0) -> tuple[dict[str, Any], Any]:
     """A rolled run of steps (``tosa_jax.reroll``) as one ``lax.scan``: the step is traced
-    once. Returns the values used after the loop, by tensor name."""
+    once. Returns the values used after the loop, by tensor name, and the REQUIRE ``flag``
+    (when given: carried through the steps, their operators reporting ``site``)."""
     init = [jnp.asarray(value(n)) for n in loop.init]
     xs = [_stack([value(n) for n in names]) for names in loop.xs]
     invariants = [value(n) for n in loop.invariants]  # constants stay numpy values
@@ -358,18 +436,23 @@ def _run_loop(graph: Graph, loop: reroll.Loop, value: Callable[[str], Any]) -> d
     # axis its step's inputs vary along.
     axes = frozenset().union(*(_varying(v) for v in (*init, *xs, *invariants)))
 
-    def step(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
-        outs, _ = run_block(graph, loop.body, [*carry, *x, *invariants], {})
-        return [_vary(v, axes) for v in outs[:carried]], list(outs[carried:])
+    def step(carry: tuple[list[Any], Any], x: list[Any]) -> tuple[Any, list[Any]]:
+        values, f = carry
+        state = {} if f is None else {REQUIRES_KEY: f}
+        outs, state = run_block(graph, loop.body, [*values, *x, *invariants], state,
+                                origin=site)
+        f = None if f is None else _vary(jnp.asarray(state[REQUIRES_KEY], jnp.int32), axes)
+        return ([_vary(v, axes) for v in outs[:carried]], f), list(outs[carried:])
 
     init = [_vary(v, axes) for v in init]
+    start = None if flag is None else _vary(jnp.asarray(flag, jnp.int32), axes)
 
-    final, ys = jax.lax.scan(step, init, xs, length=loop.steps)
+    (final, flag), ys = jax.lax.scan(step, (init, start), xs, length=loop.steps)
     out: dict[str, Any] = {}
     for stacked, names in zip(ys, loop.ys, strict=True):
         out.update((n, stacked[k]) for k, n in enumerate(names) if n is not None)
     out.update((n, v) for v, n in zip(final, loop.finals, strict=True) if n is not None)
-    return out
+    return out, flag
 
 
 def _stack(values: list[Any]) -> Any:
@@ -444,8 +527,9 @@ def _checked(graph: Graph) -> None:
     graph_variables(graph)
 
 
-def graph_function(graph: Graph) -> Callable[..., tuple[Any, ...]]:
-    """The pure function of the graph's entry block: inputs in order -> tuple of outputs.
+def graph_function(graph: Graph, requires: bool = False) -> Callable[..., tuple[Any, ...]]:
+    """The pure function of the graph's entry block: inputs in order -> tuple of outputs;
+    ``requires``: followed by the REQUIRE flag of the run (see ``describe_violation``).
 
     A graph with variables (EXT-VARIABLE) has no such function: its outputs depend on its
     state. Calling this one raises; use ``graph_state_function``.
@@ -463,13 +547,19 @@ def graph_function(graph: Graph) -> Callable[..., tuple[Any, ...]]:
 
     def fn(*args: Any) -> tuple[Any, ...]:
         _check_args(graph.main, args)
-        return evaluate_block(graph, graph.main, args)
+        if not requires:
+            return evaluate_block(graph, graph.main, args)
+        outs, state = run_block(graph, graph.main, args,
+                                {**initial_values(graph), REQUIRES_KEY: NO_VIOLATION})
+        return (*outs, jnp.asarray(state[REQUIRES_KEY], jnp.int32))
 
     return fn
 
 
-def graph_state_function(graph: Graph) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
-    """The pure function of a graph with variables: ``fn(state, *inputs) -> (outputs, state)``.
+def graph_state_function(graph: Graph, requires: bool = False,
+                         ) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
+    """The pure function of a graph with variables: ``fn(state, *inputs) -> (outputs, state)``
+    (``requires``: the outputs followed by the REQUIRE flag, as ``graph_function``).
 
     ``state`` maps variable names to values (INT48 as Wide pairs); variables it leaves out
     start from their initial values. The returned state holds every variable. For a graph
@@ -486,7 +576,11 @@ def graph_state_function(graph: Graph) -> Callable[..., tuple[tuple[Any, ...], d
         _check_args(graph.main, args)
         full = initial_values(graph) if set(state) != names else {}
         full.update(state)
-        return run_block(graph, graph.main, args, full)
+        if not requires:
+            return run_block(graph, graph.main, args, full)
+        outs, full = run_block(graph, graph.main, args, {**full, REQUIRES_KEY: NO_VIOLATION})
+        flag = jnp.asarray(full.pop(REQUIRES_KEY), jnp.int32)
+        return (*outs, flag), full
 
     return fn
 

@@ -7,7 +7,8 @@ import hashlib
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ import numpy as np
 
 from tosa_jax import hostexec
 from tosa_jax.cache import CompileCache, code_digest, open_cache
-from tosa_jax.errors import TosaInputError, TosaLimitError
+from tosa_jax.errors import TosaInputError, TosaLimitError, TosaUnpredictableWarning
 from tosa_jax.ir import (
     CODE_TYPES,
     FLOAT_TYPES,
@@ -141,8 +142,10 @@ class Model:
                  cache: bool | str | os.PathLike | CompileCache | None = None,
                  digest: str | None = None, tiered: bool | None = None,
                  meta: dict[str, Any] | None = None,
-                 reader: Callable[[], Graph] | None = None) -> None:
+                 reader: Callable[[], Graph] | None = None,
+                 check_requires: bool = False) -> None:
         self.limits = limits or Limits.default()
+        self.check_requires = bool(check_requires)
         self._target = (profile, extensions, level)
         self._graph, self._reader = graph, reader
         if graph is not None:
@@ -212,6 +215,9 @@ class Model:
         self._fn = graph_function(graph)
         self._fn_with_state = graph_state_function(graph)
         self._traced = self._fn_with_state if graph_variables(graph) else self._fn
+        if self.check_requires:  # the compiled function also returns the REQUIRE flag
+            self._traced = (graph_state_function(graph, requires=True) if graph_variables(graph)
+                            else graph_function(graph, requires=True))
 
     @property
     def graph(self) -> Graph:
@@ -415,7 +421,7 @@ class Model:
         import jaxlib
 
         return {
-            "format": 1, "graph": self._digest, "code": code_digest(),
+            "format": 1, "graph": self._program_digest(), "code": code_digest(),
             "args": [[list(a.shape), str(a.dtype)] for a in leaves], "tree": str(tree),
             "x64": bool(jax.config.jax_enable_x64),
             "matmul_precision": str(jax.config.jax_default_matmul_precision),
@@ -484,7 +490,14 @@ class Model:
                 or any(s.dtype not in hostexec.PLAIN_TYPES or s.block_size
                        for s in (*self.inputs, *self.outputs))):
             return None
-        return hostexec.host_key(self._digest, [(s.shape, s.np_dtype.name) for s in self.inputs])
+        return hostexec.host_key(self._program_digest(),
+                                 [(s.shape, s.np_dtype.name) for s in self.inputs])
+
+    def _program_digest(self) -> str:
+        """The graph's digest, marked when the program also checks the REQUIREs: the two
+        programs of one graph are different executables in the compile cache."""
+        assert self._digest is not None
+        return self._digest + ("+requires" if self.check_requires else "")
 
     def _put_host(self, args: tuple[Any, ...], exe: Any, need: int, tier: int) -> None:
         """Store the host entry of an executable just compiled: CPU device 0, JAX's default
@@ -597,12 +610,32 @@ class Model:
         self.set_state(initial_state(self.graph))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        results = self._warn_requires(self._outputs(self._bind(args, kwargs)))
         outs = tuple(value_to_host(o, spec.dtype)
                      if isinstance(o, Wide) or spec.dtype in CODE_TYPES or spec.block_size
                      else np.asarray(o) if self.host_outputs else o
-                     for spec, o in zip(self.outputs, self._outputs(self._bind(args, kwargs)),
-                                        strict=False))
+                     for spec, o in zip(self.outputs, results, strict=False))
         return outs[0] if len(outs) == 1 else outs
+
+    def _warn_requires(self, results: Sequence[Any]) -> Sequence[Any]:
+        """The outputs of a run; for a model that checks the REQUIREs, without the flag, and a
+        TosaUnpredictableWarning where one failed."""
+        if not self.check_requires:
+            return results
+        outs, violation = self.split_requires(results)
+        if violation is not None:
+            warnings.warn(violation, TosaUnpredictableWarning, stacklevel=3)
+        return outs
+
+    def split_requires(self, results: Sequence[Any]) -> tuple[tuple[Any, ...], str | None]:
+        """The outputs of a run of a model loaded with ``check_requires=True``, and what its
+        REQUIRE flag says: None, or the operator and the REQUIRE that failed first."""
+        *outs, flag = results
+        if int(np.asarray(flag).reshape(-1)[0]) == 0:
+            return tuple(outs), None
+        from tosa_jax.executor import describe_violation
+
+        return tuple(outs), describe_violation(self.graph, flag)
 
     def _outputs(self, bound: list[Any]) -> tuple[Any, ...] | list[np.ndarray]:
         """The outputs for bound inputs: from the cached executable without JAX where the host
@@ -665,7 +698,7 @@ class Model:
         compile cache runs without JAX where the host path takes it (``tosa_jax.hostexec``)."""
         if not isinstance(inputs, Mapping):
             raise TosaInputError("run() takes a mapping {input name: array}")
-        outs = self._outputs(self._bind((), inputs))
+        outs = self._warn_requires(self._outputs(self._bind((), inputs)))
         return {spec.name: value_to_host(o, spec.dtype)
                 for spec, o in zip(self.outputs, outs, strict=False)}
 
@@ -943,7 +976,7 @@ def load(source: str | os.PathLike | bytes | Graph, *,
          max_bytes: int | None = None, profile: str | list[str] | None = None,
          extensions: list[str] | None = None, level: str | None = None,
          cache: bool | str | os.PathLike | CompileCache | None = None,
-         tiered: bool | None = None) -> Model:
+         tiered: bool | None = None, check_requires: bool = False) -> Model:
     """Load a TOSA 1.0 flatbuffer (path or bytes) or an IR Graph as a callable Model.
 
     ``device``: a JAX device, or a platform name ("cpu", "gpu"); by default JAX's default device.
@@ -960,10 +993,16 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     ``tiered``: compile a quick executable first, then the optimized one in the background (after
     the first call when the cache keeps it, else from the second); default on for integer graphs
     on the CPU, ``TOSA_JAX_TIERED=0`` to turn it off.
+    ``check_requires``: also check, on every call, TOSA's REQUIREs that depend on the values
+    (an int32 ADD that overflows, a GATHER index out of range, POW of a negative base...): a
+    call that breaks one still returns its outputs, with a ``TosaUnpredictableWarning`` naming
+    the operator and the rule (``model.split_requires`` for the raw form); ``model(...)`` and
+    ``model.run`` check, ``evaluate`` does not. The checks are part of the compiled program (a
+    separate compile-cache entry), and only where the range analysis cannot rule a failure out.
     """
     limits = Limits.default(max_elements=max_elements, max_bytes=max_bytes)
     opts = {"device": device, "limits": limits, "profile": profile, "extensions": extensions,
-            "level": level, "cache": cache, "tiered": tiered}
+            "level": level, "cache": cache, "tiered": tiered, "check_requires": check_requires}
     store = open_cache(cache)
     data, label = source_bytes(source)
     if data is None or store is None:

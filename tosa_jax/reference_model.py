@@ -19,6 +19,10 @@ The conventions, each checked against the binding in tests/unit/test_reference_m
   bits (``np.frombuffer``/``.view`` them), INT8/INT16/INT32 as signed numpy arrays (an unsigned
   RESCALE output keeps its bits in the signed type), BOOL as bool. INT48 outputs come back as
   int64 values; the binding cannot convert INT48 (it returns an empty float64 array).
+* inputs that break a REQUIRE depending on the values (an int32 ADD that overflows, an index
+  out of range: ``lowering.numerics.REQUIRE_RULES``, the ones the binding checks while running)
+  return ``TOSA_UNPREDICTABLE`` with the outputs as computed (the model is loaded with
+  ``check_requires=True``).
 * a graph that breaks an ERROR_IF returns ``TOSA_ERROR`` with zero-filled outputs, as the
   binding does for the ERROR_IFs it checks while running (it raises ValueError for those it
   checks while loading); with ``tosa_level="EIGHTK"`` a graph over a limit of level 8K runs and
@@ -107,7 +111,7 @@ class _ModelCache:
                 self.hits += 1
                 return model
             self.misses += 1
-        model = load(key)
+        model = load(key, check_requires=True)  # REQUIRE failures: TOSA_UNPREDICTABLE
         with self.lock:
             self.models[key] = model
             while len(self.models) > max(self.size, 0):
@@ -251,11 +255,13 @@ def run(tosa_binary: bytes | bytearray | memoryview | str, inputs: Sequence[Any]
         raise InvalidInputsError(f"Invalid inputs: the graph takes {len(model.inputs)} "
                                  f"input(s), got {len(inputs)}")
     args = [_input(s, v, i) for i, (s, v) in enumerate(zip(model.inputs, inputs))]
-    outs = _execute(model, args, bool(initialize_variable_tensor_from_numpy))
+    outs, violation = _execute(model, args, bool(initialize_variable_tensor_from_numpy))
     if dump_intermediates:
         _dump_intermediates(model, args, debug_filename, fp_format)
     level = LEVELS[tosa_level]
     status = GraphStatus.TOSA_VALID
+    if violation is not None:
+        status = GraphStatus.TOSA_UNPREDICTABLE  # a REQUIRE failed on these values
     if level is not None and model.requirements.level != level:
         status = GraphStatus.TOSA_UNPREDICTABLE  # a LEVEL_CHECK is a REQUIRE
     return [_output(s, o) for s, o in zip(model.outputs, outs)], status
@@ -320,9 +326,11 @@ def _dump_intermediates(model: Model, args: list[np.ndarray], debug_filename: st
             f.write(text)
 
 
-def _execute(model: Model, args: list[np.ndarray], zero_variables: bool) -> list[Any]:
+def _execute(model: Model, args: list[np.ndarray], zero_variables: bool,
+             ) -> tuple[list[Any], str | None]:
     """One invocation from the initial variable values (or zeros); the cached Model's own
-    state is neither read nor changed, so calls never see each other's writes."""
+    state is neither read nor changed, so calls never see each other's writes. Returns the
+    outputs and the REQUIRE that failed, if one did."""
     bound = model._bind(tuple(args), {})
     if not model.variables:
         outs = model._outputs(bound)  # from the compile cache without JAX where it can
@@ -334,4 +342,5 @@ def _execute(model: Model, args: list[np.ndarray], zero_variables: bool) -> list
         state = {v.name: model._check_input(v, start[v.name]) for v in model.variables}
         full = (state, *bound)
         outs, _ = model._call(full)
-    return [wide_to_numpy(o) if isinstance(o, Wide) else o for o in outs]  # BlockScaled kept
+    outs, violation = model.split_requires(outs)
+    return [wide_to_numpy(o) if isinstance(o, Wide) else o for o in outs], violation

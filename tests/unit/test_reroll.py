@@ -16,67 +16,9 @@ import pytest
 
 import tosa_jax
 from tosa_jax import hostexec, reroll
-from tosa_jax.ir import GraphBuilder
 from tosa_jax.testing import FIXTURES
+from tosa_jax.testing.networks import STEPS, WIDTH, unrolled_rnn
 from tosa_jax.testing.reference import check_exact
-
-STEPS, WIDTH = 12, 8
-
-
-def unrolled_rnn(steps: int = STEPS, seed: int = 0, ahead: bool = False,
-                 leak: bool = False) -> GraphBuilder:
-    """An int32 state c (from a constant c0: the loop's carried value starts as a constant,
-    and varies per sample after the first step) accumulates each step's input projection;
-    RESCALE and TABLE turn it into the step's output. ``ahead``: each step's slice of the
-    input is taken at the end of the step before (as ExecuTorch orders its LSTMs), so that a
-    step of the repeating operators does not begin where a time step does; and the weights'
-    zero point is one constant, made where the first step uses it (as exporters share equal
-    constants), so that only the first step has that CONST. ``leak``: each step first scales
-    the state by 7/8 (MUL with a shift), which in the first step, from the constant c0, is a
-    constant: that step folds more into constants than the others."""
-    rng = np.random.default_rng(seed)
-    b = GraphBuilder()
-    x = b.input("x", (1, steps, WIDTH), "INT8")
-    w_x = b.const(rng.integers(-128, 128, (1, WIDTH, WIDTH)), "INT8", "w_x")  # shared weights
-    c = b.const(rng.integers(-5000, 5000, (1, 1, WIDTH)), "INT32", "c0")
-
-    def take(t: int) -> str:
-        return b.op("SLICE", [x, b.const([0, t, 0], "SHAPE"), b.const([1, 1, WIDTH], "SHAPE")],
-                    (1, 1, WIDTH), "INT8")
-
-    def output(c: str) -> tuple[str, str]:  # a step's RESCALE and TABLE of the state
-        scaled = b.op("RESCALE", [
-            c, b.const(rng.integers(1 << 30, (1 << 31) - 1, WIDTH), "INT32"),
-            b.const(rng.integers(22, 28, WIDTH), "INT8"), b.const([0], "INT32"),
-            b.const([int(rng.integers(-10, 10))], "INT8")], (1, 1, WIDTH), "INT8",
-            scale32=True, rounding_mode="DOUBLE_ROUND", per_channel=True, input_unsigned=False,
-            output_unsigned=False)
-        return scaled, b.op("TABLE", [scaled, b.const(np.sort(rng.integers(-128, 128, 256)),
-                                                      "INT8")], (1, 1, WIDTH), "INT8")
-
-    # ahead: the same operators on the initial state first, so that the operators repeat
-    # from the middle of a step on (the planner must find where steps begin)
-    outputs = [output(c)[1]] if ahead else []
-    values = []
-    xt = take(0) if ahead else ""
-    w_zp = ""
-    for t in range(steps):
-        if not ahead:
-            xt = take(t)
-        if not (ahead and w_zp):
-            w_zp = b.const([0], "INT8")
-        if leak:
-            c = b.op("MUL", [c, b.const(np.full((1, 1, 1), 7), "INT32"), b.const([3], "INT8")],
-                     (1, 1, WIDTH), "INT32")
-        c = b.op("ADD", [c, b.op("MATMUL", [xt, w_x, b.const([int(rng.integers(-5, 5))], "INT8"),
-                                            w_zp], (1, 1, WIDTH), "INT32")],
-                 (1, 1, WIDTH), "INT32")
-        values.append(output(c)[1])
-        if ahead and t + 1 < steps:
-            xt = take(t + 1)
-    seq = b.op("CONCAT", values, (1, steps, WIDTH), "INT8", axis=1)
-    b.block.outputs = [seq, c, *outputs]
-    return b
 
 
 def _inputs(seed: int) -> dict[str, np.ndarray]:

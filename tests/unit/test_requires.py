@@ -1,0 +1,265 @@
+"""Run-time REQUIREs (``load(..., check_requires=True)``, ``reference_model.run``) against the
+reference model's binding: the same status (TOSA_UNPREDICTABLE or TOSA_VALID) for every REQUIRE
+it checks while running, on traced inputs and on constants, through control flow and a rolled
+recurrence; where the binding itself aborts (a division by zero, an index out of range) the
+status the spec's pseudocode gives."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+import tosa_jax
+from tosa_jax import GraphBuilder, TosaUnpredictableWarning
+from tosa_jax import reference_model as rm
+from tosa_jax.ir import Graph, Operator, Region, Tensor
+from tosa_jax.testing.networks import STEPS, WIDTH, unrolled_rnn
+
+trm = pytest.importorskip("tosa_reference_model")
+
+I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
+VALID, UNPREDICTABLE = rm.GraphStatus.TOSA_VALID, rm.GraphStatus.TOSA_UNPREDICTABLE
+
+
+def _binary(op: str, dtype: str = "INT32", shape: tuple[int, ...] = (3,), shift: int | None = None,
+            **attrs) -> bytes:
+    b = GraphBuilder()
+    ins = [b.input("a", shape, dtype), b.input("b", shape, dtype)]
+    if shift is not None:
+        ins.append(b.const([shift], "INT8"))
+    return tosa_jax.write(b.build([b.op(op, ins, shape, dtype, **attrs)]))
+
+
+def _unary(op: str, dtype: str = "INT32", shape: tuple[int, ...] = (3,)) -> bytes:
+    b = GraphBuilder()
+    ins = [b.input("a", shape, dtype)]
+    if op == "NEGATE":
+        ins += [b.const([0], dtype), b.const([0], dtype)]
+    return tosa_jax.write(b.build([b.op(op, ins, shape, dtype)]))
+
+
+def _rescale(in_t: str, shift: int, scale32: bool = True) -> bytes:
+    b = GraphBuilder()
+    y = b.op("RESCALE", [b.input("a", (3,), in_t),
+                         b.const([1 << 30 if scale32 else 1 << 14],
+                                 "INT32" if scale32 else "INT16"),
+                         b.const([shift], "INT8"), b.const([0], in_t), b.const([0], "INT32")],
+             (3,), "INT32", scale32=scale32, rounding_mode="SINGLE_ROUND", per_channel=False,
+             input_unsigned=False, output_unsigned=False)
+    return tosa_jax.write(b.build([y]))
+
+
+def _reduce_sum() -> bytes:
+    b = GraphBuilder()
+    return tosa_jax.write(b.build([b.op("REDUCE_SUM", [b.input("a", (2, 3), "INT32")], (2, 1),
+                                        "INT32", axis=1)]))
+
+
+def _scatter(w: int = 2) -> bytes:
+    b = GraphBuilder()
+    y = b.op("SCATTER", [b.input("v", (1, 4, 2), "INT8"), b.input("i", (1, w), "INT32"),
+                         b.input("x", (1, w, 2), "INT8")], (1, 4, 2), "INT8")
+    return tosa_jax.write(b.build([y]))
+
+
+def _gather() -> bytes:
+    b = GraphBuilder()
+    y = b.op("GATHER", [b.input("v", (1, 4, 2), "INT8"), b.input("i", (1, 3), "INT32")],
+             (1, 3, 2), "INT8")
+    return tosa_jax.write(b.build([y]))
+
+
+def i32(*v: int) -> np.ndarray:
+    return np.array(v, np.int32)
+
+
+def f32(*v: float) -> np.ndarray:
+    return np.array(v, np.float32)
+
+
+# (graph, inputs that break the REQUIRE, inputs that keep it): each checked against the binding
+CASES = {
+    "add": (_binary("ADD"), [i32(I32_MAX, 1, 2), i32(1, 1, 1)],
+            [i32(I32_MAX, 1, 2), i32(0, 5, -9)]),
+    "add_negative": (_binary("ADD"), [i32(0, I32_MIN, 2), i32(1, -1, 1)],
+                     [i32(0, I32_MIN, 2), i32(1, 0, 1)]),
+    "sub": (_binary("SUB"), [i32(I32_MIN, 0, 0), i32(1, 0, 0)], [i32(I32_MIN, 0, 0), i32(0, 0, 0)]),
+    "sub_positive": (_binary("SUB"), [i32(0, 5, 0), i32(I32_MIN, 0, 0)],
+                     [i32(-1, 5, 0), i32(I32_MIN, 0, 0)]),
+    "mul_shift": (_binary("MUL", shift=10), [i32(1 << 20, 2, 3), i32(1 << 21, 3, 4)],
+                  [i32(1 << 20, 2, 3), i32(1 << 20, 3, 4)]),
+    # with shift 0 the product keeps its low 32 bits: no REQUIRE (the binding agrees)
+    "mul_no_shift": (_binary("MUL", shift=0), None, [i32(1 << 16, 2, 3), i32(1 << 16, 3, 4)]),
+    "intdiv_overflow": (_binary("INTDIV"), [i32(I32_MIN, 6, 7), i32(-1, 2, 3)],
+                        [i32(I32_MIN, 6, 7), i32(1, 2, 3)]),
+    "shl_i32": (_binary("LOGICAL_LEFT_SHIFT"), [i32(5, 6, 7), i32(32, 1, 0)],
+                [i32(5, 6, 7), i32(31, 1, 0)]),
+    "shl_negative": (_binary("LOGICAL_LEFT_SHIFT"), [i32(5, 6, 7), i32(-1, 1, 0)], None),
+    "shr_i8": (_binary("LOGICAL_RIGHT_SHIFT", "INT8"), [np.int8([5, 6, 7]), np.int8([8, 1, 0])],
+               [np.int8([5, 6, 7]), np.int8([7, 1, 0])]),
+    "ashr_i16": (_binary("ARITHMETIC_RIGHT_SHIFT", "INT16", round=True),
+                 [np.int16([5, 6, 7]), np.int16([16, 1, 0])],
+                 [np.int16([5, 6, 7]), np.int16([15, 1, 0])]),
+    "abs": (_unary("ABS"), [i32(I32_MIN, 1, -1)], [i32(I32_MIN + 1, 1, -1)]),
+    "negate": (_unary("NEGATE"), [i32(I32_MIN, 1, -1)], [i32(I32_MAX, 1, -1)]),
+    "pow_negative": (_binary("POW", "FP32"), [f32(-2, 1, 2), f32(2, 1, 1)],
+                     [f32(2, 1, 2), f32(-2, 1, 1)]),
+    "pow_zero": (_binary("POW", "FP32"), [f32(0, 1, 2), f32(0, 1, 1)],
+                 [f32(0, 1, 2), f32(0.5, 1, 1)]),
+    "pow_nan": (_binary("POW", "FP32"), [f32(np.nan, 1, 2), f32(1, 1, 1)], None),
+    "pow_inf": (_binary("POW", "FP32"), [f32(2, 1, 2), f32(np.inf, 1, 1)], None),
+    "pow_fp16": (_binary("POW", "FP16"), [np.float16([-1, 2, 3]), np.float16([2, 2, 2])],
+                 [np.float16([1, 2, 3]), np.float16([-2, 2, 2])]),
+    "reduce_sum": (_reduce_sum(), [i32(I32_MAX, 1, -5, 0, 0, 0).reshape(2, 3)],
+                   # the total fits but a partial sum does not (added in index order): broken
+                   # above; here every partial sum fits
+                   [i32(-5, I32_MAX, 1, 0, 0, 0).reshape(2, 3)]),
+    "rescale_value": (_rescale("INT32", 10), [i32(4096, 1, 2)], [i32(511, -512, 2)]),
+    "rescale_value_i16": (_rescale("INT16", 4), [np.int16([20000, 1, 2])],
+                          [np.int16([7, -8, 2])]),
+    "rescale_scale16": (_rescale("INT32", 2, scale32=False), [i32(I32_MAX, 1, 2)],
+                        [i32(1 << 16, 1, 2)]),
+    "scatter_twice": (_scatter(), [np.zeros((1, 4, 2), np.int8), i32(1, 1).reshape(1, 2),
+                                   np.ones((1, 2, 2), np.int8)],
+                      [np.zeros((1, 4, 2), np.int8), i32(3, 1).reshape(1, 2),
+                       np.ones((1, 2, 2), np.int8)]),
+}
+
+
+def _status(graph: bytes, inputs: list[np.ndarray]) -> tuple[rm.GraphStatus, rm.GraphStatus]:
+    r_outs, r_status = trm.run(graph, inputs)
+    g_outs, g_status = rm.run(graph, inputs)
+    if int(r_status) == VALID:  # outputs of a valid run: bit for bit
+        assert all(g.tobytes() == r.tobytes() for g, r in zip(g_outs, r_outs, strict=True))
+    return rm.GraphStatus(int(r_status)), g_status
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_status_matches_the_binding(case: str) -> None:
+    graph, broken, kept = CASES[case]
+    if broken is not None:
+        ref, got = _status(graph, broken)
+        assert ref == UNPREDICTABLE and got == UNPREDICTABLE
+    if kept is not None:
+        ref, got = _status(graph, kept)
+        assert ref == VALID and got == VALID
+
+
+@pytest.mark.parametrize(("graph", "inputs"), [
+    # the binding reports these REQUIREs, then aborts (SIGFPE, an out-of-range read): the status
+    # is the pseudocode's (REQUIRE(value2 != 0), REQUIRE(0 <= k < K))
+    (_binary("INTDIV"), [i32(5, 6, 7), i32(0, 2, 3)]),
+    (_gather(), [np.zeros((1, 4, 2), np.int8), i32(0, 4, 1).reshape(1, 3)]),
+    (_gather(), [np.zeros((1, 4, 2), np.int8), i32(0, -1, 1).reshape(1, 3)]),
+    (_scatter(), [np.zeros((1, 4, 2), np.int8), i32(4, 1).reshape(1, 2),
+                  np.ones((1, 2, 2), np.int8)]),
+])
+def test_requires_where_the_binding_aborts(graph: bytes, inputs: list[np.ndarray]) -> None:
+    assert rm.run(graph, inputs)[1] == UNPREDICTABLE
+
+
+def test_constants_are_checked_without_tracing() -> None:
+    """An ADD of two constants is computed before tracing (numpy); its REQUIRE too."""
+    for a, status in ((I32_MAX, UNPREDICTABLE), (I32_MAX - 1, VALID)):
+        b = GraphBuilder()
+        s = b.op("ADD", [b.const([a], "INT32"), b.const([1], "INT32")], (1,), "INT32")
+        y = b.op("ADD", [b.input("x", (1,), "INT32"), s], (1,), "INT32")
+        graph = tosa_jax.write(b.build([y]))
+        assert _status(graph, [i32(0)]) == (status, status)
+
+
+def test_x64_does_not_change_the_checks() -> None:
+    import jax
+
+    graph, broken, kept = CASES["mul_shift"]
+    with jax.enable_x64(True):
+        rm.cache_clear()
+        assert rm.run(graph, broken)[1] == UNPREDICTABLE
+        assert rm.run(graph, kept)[1] == VALID
+    rm.cache_clear()
+
+
+def _block(b: GraphBuilder, name: str) -> GraphBuilder:
+    b.block.name = name
+    return b
+
+
+def _cond_graph() -> Graph:
+    """if (c) then x + y else x - y: the REQUIRE of the branch taken counts."""
+    branches = []
+    for name, op in (("then", "ADD"), ("else", "SUB")):
+        b = _block(GraphBuilder(), name)
+        b.block.outputs = [b.op(op, [b.input("x", (2,), "INT32"), b.input("y", (2,), "INT32")],
+                                (2,), "INT32")]
+        branches.append(Region(name, [b.block]))
+    main = _block(GraphBuilder(), "main")
+    ins = [main.input("c", (1,), "BOOL"), main.input("x", (2,), "INT32"),
+           main.input("y", (2,), "INT32")]
+    main.block.tensors["o"] = Tensor("o", (2,), "INT32")
+    main.block.operators.append(Operator("COND_IF", ins, ["o"], {"then_graph": "then",
+                                                                 "else_graph": "else"}))
+    main.block.outputs = ["o"]
+    return Graph((1, 0, 0, False), [Region("main", [main.block]), *branches])
+
+
+@pytest.mark.parametrize(("c", "status"), [(True, UNPREDICTABLE), (False, VALID)])
+def test_a_branch_reports_its_requires(c: bool, status: rm.GraphStatus) -> None:
+    graph = tosa_jax.write(_cond_graph())
+    inputs = [np.array([c]), i32(I32_MAX, 0), i32(1, 0)]  # x + y overflows, x - y does not
+    assert _status(graph, inputs) == (status, status)
+
+
+def test_a_rolled_recurrence_reports_its_requires() -> None:
+    """An unrolled int32 recurrence (rolled into one loop here): its state starts near the int32
+    maximum, and a step's ADD or RESCALE breaks a REQUIRE."""
+    b = unrolled_rnn(seed=3)
+    graph = b.build(b.block.outputs)
+    x = np.random.default_rng(3).integers(-128, 128, (1, STEPS, WIDTH)).astype(np.int8)
+    assert _status(tosa_jax.write(graph), [x]) == (VALID, VALID)
+    graph.main.tensors["c0"].data = np.full((1, 1, WIDTH), I32_MAX - 10, np.int32)
+    assert _status(tosa_jax.write(graph), [x]) == (UNPREDICTABLE, UNPREDICTABLE)
+    model = tosa_jax.load(graph, cache=False, check_requires=True)
+    with pytest.warns(TosaUnpredictableWarning, match="a step of the recurrence rolled"):
+        model(x)  # checked inside the loop, not unrolled
+    assert "stablehlo.while" in jax.jit(model._traced).lower(x).as_text()
+
+
+def test_model_warns_and_names_the_operator() -> None:
+    graph, broken, kept = CASES["add"]
+    plain = tosa_jax.load(graph, cache=False)
+    checked = tosa_jax.load(graph, cache=False, check_requires=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither the plain model nor valid inputs warn
+        plain(*broken)
+        checked(*kept)
+    with pytest.warns(TosaUnpredictableWarning, match=r"ADD \(operator #0 of block 'main'\).*"
+                      r"apply_add_s"):
+        out = checked(*broken)
+    assert np.array_equal(out, plain(*broken))  # the outputs as computed, all the same
+
+
+def test_checked_and_plain_programs_are_separate_cache_entries(tmp_path) -> None:
+    graph, broken, _ = CASES["add"]
+    tosa_jax.load(graph, cache=tmp_path)(*broken)  # the plain program first, in the cache
+    checked = tosa_jax.load(graph, cache=tmp_path, check_requires=True)
+    with pytest.warns(TosaUnpredictableWarning):
+        checked(*broken)
+
+
+def test_cli_run_names_the_broken_require(tmp_path, capsys) -> None:
+    from tosa_jax.cli import main
+
+    graph, broken, kept = CASES["add"]
+    (tmp_path / "g.tosa").write_bytes(graph)
+    paths = []
+    for i, x in enumerate(broken):
+        paths.append(str(tmp_path / f"x{i}.npy"))
+        np.save(paths[-1], x)
+    with pytest.warns(TosaUnpredictableWarning, match=r"ADD \(operator #0"):
+        assert main(["run", str(tmp_path / "g.tosa"), *paths, "--check-requires"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not asked for: no check
+        assert main(["run", str(tmp_path / "g.tosa"), *paths]) == 0
