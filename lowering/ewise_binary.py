@@ -25,6 +25,7 @@ from tosa_jax.lowering.numerics import (
     as_i32,
     as_wide,
     is_host,
+    lookup_slope_overflows,
     lx,
     mul_shift_overflows,
     require,
@@ -275,4 +276,6 @@ def table(node: Node, input1: Any, table: Any) -> Any:
         return lax.gather(jnp.asarray(values, jnp.int8), index, dims, (1,),
                           mode=lax.GatherScatterMode.CLIP)
     # int16: 513-entry table, 9.7 fixed-point index with interpolation -> int32.
+    if requiring():
+        require("table_slope", lookup_slope_overflows(values, input1))
     return apply_lookup_s(values, input1)

@@ -272,6 +272,7 @@ REQUIRE_RULES: dict[str, str] = {
     "scale_shift": "apply_scale: 2 <= shift <= 62",
     "scale_value": "apply_scale_32: value within [-(1 << (shift - 1)), 1 << (shift - 1))",
     "scale_result": "apply_scale_16: the result fits int32",
+    "table_slope": "apply_lookup_s: the slope between the two entries read fits int16",
 }
 RULE_NAMES = tuple(REQUIRE_RULES)
 
@@ -1018,6 +1019,26 @@ def apply_min_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
     if nan_mode == "PROPAGATE":
         return jnp.where(jnp.isnan(a), a, chosen)
     return jnp.where(jnp.isnan(b) & ~jnp.isnan(a), a, chosen)
+
+
+def lookup_slope_overflows(table: Array, value: Array) -> Array:
+    """Where apply_lookup_s's REQUIRE fails: the slope between the two entries of the 513-entry
+    table that a value reads (entries index and index + 1) does not fit int16. A constant table
+    whose slopes all fit needs no check."""
+    if is_host(table):
+        t = np.asarray(table, np.int64).reshape(-1)
+        slope = t[1:] - t[:-1]
+        bad = (slope < -32768) | (slope > 32767)
+        if not bad.any():
+            return False
+        if is_host(value):
+            return bad[(np.clip(np.asarray(value, np.int64), -32768, 32767) + 32768) >> 7]
+        bad = jnp.asarray(bad)
+    else:
+        t = as_i32(jnp.reshape(table, (-1,)))
+        slope = t[1:] - t[:-1]
+        bad = (slope < -32768) | (slope > 32767)
+    return bad[(jnp.clip(as_i32(value), -32768, 32767) + 32768) >> 7]
 
 
 def apply_lookup_s(table: Array, value: Array) -> Array:

@@ -41,13 +41,15 @@ def _unary(op: str, dtype: str = "INT32", shape: tuple[int, ...] = (3,)) -> byte
     return tosa_jax.write(b.build([b.op(op, ins, shape, dtype)]))
 
 
-def _rescale(in_t: str, shift: int, scale32: bool = True) -> bytes:
+def _rescale(in_t: str, shift: int, scale32: bool = True, multiplier: int | None = None,
+             rounding_mode: str = "SINGLE_ROUND") -> bytes:
+    if multiplier is None:
+        multiplier = 1 << 30 if scale32 else 1 << 14
     b = GraphBuilder()
     y = b.op("RESCALE", [b.input("a", (3,), in_t),
-                         b.const([1 << 30 if scale32 else 1 << 14],
-                                 "INT32" if scale32 else "INT16"),
+                         b.const([multiplier], "INT32" if scale32 else "INT16"),
                          b.const([shift], "INT8"), b.const([0], in_t), b.const([0], "INT32")],
-             (3,), "INT32", scale32=scale32, rounding_mode="SINGLE_ROUND", per_channel=False,
+             (3,), "INT32", scale32=scale32, rounding_mode=rounding_mode, per_channel=False,
              input_unsigned=False, output_unsigned=False)
     return tosa_jax.write(b.build([y]))
 
@@ -70,6 +72,20 @@ def _gather() -> bytes:
     y = b.op("GATHER", [b.input("v", (1, 4, 2), "INT8"), b.input("i", (1, 3), "INT32")],
              (1, 3, 2), "INT8")
     return tosa_jax.write(b.build([y]))
+
+
+def _table(constant: bool) -> bytes:
+    """int16 TABLE whose entries 1 and 2 differ by more than int16 holds (slope -65535)."""
+    table = np.zeros(513, np.int16)
+    table[1], table[2] = 32767, -32768
+    b = GraphBuilder()
+    a = b.input("a", (3,), "INT16")
+    t = b.const(table, "INT16") if constant else b.input("t", (513,), "INT16")
+    return tosa_jax.write(b.build([b.op("TABLE", [a, t], (3,), "INT32")]))
+
+
+TABLE = np.zeros(513, np.int16)
+TABLE[1], TABLE[2] = 32767, -32768
 
 
 def i32(*v: int) -> np.ndarray:
@@ -120,8 +136,22 @@ CASES = {
     "rescale_value": (_rescale("INT32", 10), [i32(4096, 1, 2)], [i32(511, -512, 2)]),
     "rescale_value_i16": (_rescale("INT16", 4), [np.int16([20000, 1, 2])],
                           [np.int16([7, -8, 2])]),
+    "rescale_double_round": (_rescale("INT32", 10, rounding_mode="DOUBLE_ROUND"),
+                             [i32(4096, 1, 2)], [i32(511, -512, 2)]),
+    "rescale_negative_multiplier": (_rescale("INT32", 10, multiplier=-5), [i32(1, 1, 2)], None),
+    "rescale_shift_1": (_rescale("INT32", 1), [i32(0, 1, 2)], None),
+    "rescale_shift_63": (_rescale("INT32", 63), [i32(0, 1, 2)], None),
+    # INEXACT_ROUND: the binding checks none of apply_scale's REQUIREs
+    "rescale_inexact": (_rescale("INT32", 10, rounding_mode="INEXACT_ROUND"), None,
+                        [i32(600, 1, 2)]),  # over 1 << 9, as rescale_value breaks it
+    "rescale_inexact_multiplier": (_rescale("INT32", 10, multiplier=-5,
+                                            rounding_mode="INEXACT_ROUND"), None, [i32(4, 1, 2)]),
     "rescale_scale16": (_rescale("INT32", 2, scale32=False), [i32(I32_MAX, 1, 2)],
                         [i32(1 << 16, 1, 2)]),
+    # value -32640 reads entries 1 and 2 (slope -65535), -32768 entries 0 and 1 (32767)
+    "table_constant": (_table(True), [np.int16([-32640, 0, 5])], [np.int16([-32768, 0, 5])]),
+    "table_input": (_table(False), [np.int16([-32640, 0, 5]), TABLE],
+                    [np.int16([-32768, 0, 5]), TABLE]),
     "scatter_twice": (_scatter(), [np.zeros((1, 4, 2), np.int8), i32(1, 1).reshape(1, 2),
                                    np.ones((1, 2, 2), np.int8)],
                       [np.zeros((1, 4, 2), np.int8), i32(3, 1).reshape(1, 2),
