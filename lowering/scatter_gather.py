@@ -21,8 +21,9 @@ from tosa_jax.lowering.numerics import Wide, is_host, no_fold, require, requirin
 
 
 def _require_indices(indices: Any, rows: int, once: bool = False) -> None:
-    """REQUIRE(0 <= k < K) for every index; SCATTER's output_modified REQUIRE: no index twice
-    in a batch (each row written at most once)."""
+    """REQUIRE(0 <= k < rows) for every index (rows: K, or the starts of ROW_GATHER's runs);
+    SCATTER's output_modified REQUIRE: no index twice in a batch (each row written at most
+    once)."""
     if not requiring():
         return
     require("index", (indices < 0) | (indices >= rows))
@@ -77,6 +78,7 @@ def _row_indices(node: Node, vshape: tuple[int, ...], ishape: tuple[int, ...], i
     n, w = ishape
     rows = (int(np.asarray(row_count).reshape(-1)[0]) if isinstance(row_count, np.ndarray)
             else out_shape[1] // max(w, 1))
+    _require_indices(_index32(indices), vshape[1] - rows + 1)  # k >= 0 and k + rows <= K
     starts = jnp.asarray(_index32(indices))
     return (starts[:, :, None] + jnp.arange(rows, dtype=starts.dtype)).reshape(n, w * rows)
 

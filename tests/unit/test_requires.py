@@ -88,6 +88,14 @@ TABLE = np.zeros(513, np.int16)
 TABLE[1], TABLE[2] = 32767, -32768
 
 
+def _row_gather() -> bytes:
+    """TOSA 1.1: runs of 2 rows from each index of a [1, 4, 2] tensor."""
+    b = GraphBuilder((1, 1, 0, True))
+    y = b.op("ROW_GATHER", [b.input("v", (1, 4, 2), "INT8"), b.input("i", (1, 2), "INT32"),
+                            b.const([2], "INT32")], (1, 4, 2), "INT8")
+    return tosa_jax.write(b.build([y]))
+
+
 def i32(*v: int) -> np.ndarray:
     return np.array(v, np.int32)
 
@@ -152,6 +160,8 @@ CASES = {
     "table_constant": (_table(True), [np.int16([-32640, 0, 5])], [np.int16([-32768, 0, 5])]),
     "table_input": (_table(False), [np.int16([-32640, 0, 5]), TABLE],
                     [np.int16([-32768, 0, 5]), TABLE]),
+    "row_gather": (_row_gather(), None,  # (out of range: the binding aborts, below)
+                   [np.arange(8, dtype=np.int8).reshape(1, 4, 2), i32(2, 0).reshape(1, 2)]),
     "scatter_twice": (_scatter(), [np.zeros((1, 4, 2), np.int8), i32(1, 1).reshape(1, 2),
                                    np.ones((1, 2, 2), np.int8)],
                       [np.zeros((1, 4, 2), np.int8), i32(3, 1).reshape(1, 2),
@@ -186,6 +196,9 @@ def test_status_matches_the_binding(case: str) -> None:
     (_gather(), [np.zeros((1, 4, 2), np.int8), i32(0, -1, 1).reshape(1, 3)]),
     (_scatter(), [np.zeros((1, 4, 2), np.int8), i32(4, 1).reshape(1, 2),
                   np.ones((1, 2, 2), np.int8)]),
+    # REQUIRE(k >= 0 && k + row_count <= K): a run from row 3 of 4 leaves the tensor
+    (_row_gather(), [np.zeros((1, 4, 2), np.int8), i32(3, 0).reshape(1, 2)]),
+    (_row_gather(), [np.zeros((1, 4, 2), np.int8), i32(-1, 0).reshape(1, 2)]),
 ])
 def test_requires_where_the_binding_aborts(graph: bytes, inputs: list[np.ndarray]) -> None:
     assert rm.run(graph, inputs)[1] == UNPREDICTABLE
