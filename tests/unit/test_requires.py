@@ -306,3 +306,24 @@ def test_cli_run_names_the_broken_require(tmp_path, capsys) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # not asked for: no check
         assert main(["run", str(tmp_path / "g.tosa"), *paths]) == 0
+
+
+def test_requires_diff_harness(tmp_path) -> None:
+    """bench/requires_diff.py's harness on two graphs: an int32 ADD (full-range inputs break its
+    REQUIRE on both engines) and a GATHER (random indices: the binding aborts, tosa_jax says
+    unpredictable); the worker is restarted after the abort."""
+    from tosa_jax.testing import requires_diff
+
+    tests = []
+    for name, graph in (("add", CASES["add"][0]), ("gather", _gather())):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "test.tosa").write_bytes(graph)
+        tests.append(str(tmp_path / name))
+    records = requires_diff.run(tests, tmp_path / "tests.txt")
+    got = {(r["test"].rsplit("/", 1)[-1], r["kind"]): r for r in records}
+    assert got["add", "small"]["ref"] == got["add", "small"]["tosa_jax"] == "TOSA_VALID"
+    assert got["add", "small"]["same"] is True
+    assert got["add", "full"]["ref"] == got["add", "full"]["tosa_jax"] == "TOSA_UNPREDICTABLE"
+    (gather,) = [r for r in records if r["test"].endswith("gather")]  # -3 .. 3: out of range
+    assert gather["crash"] and gather["tosa_jax"] == "TOSA_UNPREDICTABLE"
+    assert not requires_diff.summary(records)["status_differs"]
