@@ -327,3 +327,20 @@ def test_requires_diff_harness(tmp_path) -> None:
     (gather,) = [r for r in records if r["test"].endswith("gather")]  # -3 .. 3: out of range
     assert gather["crash"] and gather["tosa_jax"] == "TOSA_UNPREDICTABLE"
     assert not requires_diff.summary(records)["status_differs"]
+
+
+@pytest.mark.parametrize("case", ["mul_shift", "reduce_sum", "rescale_scale16", "table_input",
+                                  "pow_fp16", "scatter_twice", "intdiv_overflow"])
+def test_checked_programs_export_for_gpu(case: str) -> None:
+    """The checks are 32-bit JAX operations: the checked program exports for CUDA and ROCm
+    with nothing CPU-only and no 64-bit type (tosa_jax.testing.gpu_export's scan)."""
+    from tosa_jax.testing import gpu_export
+
+    model = tosa_jax.load(CASES[case][0], cache=False, check_requires=True)
+    model.fn  # noqa: B018 (builds the checked function)
+    specs = gpu_export.arg_specs(model)
+    for platform in ("cuda", "rocm"):
+        exported = jax.export.export(jax.jit(model._traced), platforms=[platform])(*specs)
+        found = gpu_export.scan(exported.mlir_module(), platform)
+        assert not found.problems(), (platform, found.problems())
+        assert len(exported.out_avals) == len(model.outputs) + 1  # the outputs, the flag
