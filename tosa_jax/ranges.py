@@ -249,7 +249,10 @@ class BlockRanges:
             if n in self._known:
                 stack.pop()
                 continue
-            op = self._producer(n)
+            # a variable (EXT-VARIABLE) holds whatever was last written, possibly by an operator
+            # that reads it: not derived (its writer would make a cycle)
+            t = self.block.tensors.get(n)
+            op = self._producer(n) if t is None or not t.variable else None
             reads = self._reads(op) if op is not None else None
             pending = [r for r in reads or () if r not in self._known]
             if pending:

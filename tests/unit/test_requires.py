@@ -15,7 +15,7 @@ import pytest
 import tosa_jax
 from tosa_jax import GraphBuilder, TosaUnpredictableWarning
 from tosa_jax import reference_model as rm
-from tosa_jax.ir import Graph, Operator, Region, Tensor
+from tosa_jax.ir import Block, Graph, Operator, Region, Tensor
 from tosa_jax.testing.networks import STEPS, WIDTH, unrolled_rnn
 
 trm = pytest.importorskip("tosa_reference_model")
@@ -344,3 +344,29 @@ def test_checked_programs_export_for_gpu(case: str) -> None:
         found = gpu_export.scan(exported.mlir_module(), platform)
         assert not found.problems(), (platform, found.problems())
         assert len(exported.out_avals) == len(model.outputs) + 1  # the outputs, the flag
+
+
+def _variable_add_graph() -> bytes:
+    """y = v + x; v = y: an int32 variable (EXT-VARIABLE) starting at INT32_MAX - 1."""
+    blk = Block("main", inputs=["x"], outputs=["y"])
+    blk.tensors = {"x": Tensor("x", (2,), "INT32"),
+                   "v": Tensor("v", (2,), "INT32", data=i32(I32_MAX - 1, 0), variable=True,
+                               variable_name="v"),
+                   "r": Tensor("r", (2,), "INT32"), "y": Tensor("y", (2,), "INT32")}
+    blk.operators = [Operator("IDENTITY", ["v"], ["r"]), Operator("ADD", ["r", "x"], ["y"]),
+                     Operator("IDENTITY", ["y"], ["v"])]
+    return tosa_jax.write(Graph((1, 0, 0, False), [Region("main", [blk])]))
+
+
+def test_a_graph_with_variables_reports_its_requires() -> None:
+    """The flag travels beside the variable state; the state itself is unchanged by it. (The
+    range analysis the checks consult once looped forever on the variable read and written
+    here: v -> r -> y -> v.)"""
+    graph = _variable_add_graph()
+    assert _status(graph, [i32(1, 5)]) == (VALID, VALID)  # INT32_MAX - 1 + 1
+    assert _status(graph, [i32(2, 5)]) == (UNPREDICTABLE, UNPREDICTABLE)
+    model = tosa_jax.load(graph, cache=False, check_requires=True)
+    model(i32(1, 5))
+    assert np.array_equal(model.state["v"], i32(I32_MAX, 5))
+    with pytest.warns(TosaUnpredictableWarning):
+        model(i32(1, 5))  # the state is now at the maximum: + 1 overflows
