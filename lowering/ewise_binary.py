@@ -276,6 +276,9 @@ def table(node: Node, input1: Any, table: Any) -> Any:
         return lax.gather(jnp.asarray(values, jnp.int8), index, dims, (1,),
                           mode=lax.GatherScatterMode.CLIP)
     # int16: 513-entry table, 9.7 fixed-point index with interpolation -> int32.
-    if requiring():
+    # (in a rolled loop's step a table fed per step is traced; its values in every step are
+    # known: when no step's table has a slope out of range, nothing to check)
+    steps = None if is_host(values) else node.step_values(1)
+    if requiring() and (steps is None or lookup_slope_overflows(steps, None) is not False):
         require("table_slope", lookup_slope_overflows(values, input1))
     return apply_lookup_s(values, input1)

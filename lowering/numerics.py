@@ -321,7 +321,6 @@ def add_overflows(a: Array, b: Array, sub: bool = False) -> Array:
     return ((a ^ r) & ((a ^ b) if sub else (b ^ r))) < 0
 
 
-
 def partial_sum_overflows(x: Array, axis: int) -> Array:
     """Where a partial sum of int32 values along ``axis``, added in index order from 0 as
     REDUCE_SUM's apply_add_s does, leaves the int32 range. Up to the first overflow the
@@ -331,7 +330,8 @@ def partial_sum_overflows(x: Array, axis: int) -> Array:
         return (p < -(1 << 31)) | (p > (1 << 31) - 1)
     x = as_i32(x)
     p = jnp.cumsum(x, axis=axis, dtype=I32)
-    return ((p - x) ^ p) & (x ^ p) < 0
+    return (((p - x) ^ p) & (x ^ p)) < 0
+
 
 # ----------------------------------------------------------------------------- lax operands
 # The integer hot paths (RESCALE, clips, the Wide products of constants) bind lax primitives:
@@ -1021,16 +1021,19 @@ def apply_min_s(a: Array, b: Array, nan_mode: str = "PROPAGATE") -> Array:
     return jnp.where(jnp.isnan(b) & ~jnp.isnan(a), a, chosen)
 
 
-def lookup_slope_overflows(table: Array, value: Array) -> Array:
+def lookup_slope_overflows(table: Array, value: Array | None) -> Array:
     """Where apply_lookup_s's REQUIRE fails: the slope between the two entries of the 513-entry
     table that a value reads (entries index and index + 1) does not fit int16. A constant table
-    whose slopes all fit needs no check."""
+    whose slopes all fit needs no check (False); ``value`` None: only that question, for
+    constant tables (True where some slope does not fit)."""
     if is_host(table):
-        t = np.asarray(table, np.int64).reshape(-1)
-        slope = t[1:] - t[:-1]
+        t = np.asarray(table, np.int64)
+        slope = t[..., 1:] - t[..., :-1]  # (tables of a rolled loop's steps: one per row)
         bad = (slope < -32768) | (slope > 32767)
         if not bad.any():
             return False
+        if value is None:
+            return True
         if is_host(value):
             return bad[(np.clip(np.asarray(value, np.int64), -32768, 32767) + 32768) >> 7]
         bad = jnp.asarray(bad)

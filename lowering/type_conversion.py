@@ -132,22 +132,29 @@ def _require_scale(node: Node, input: Any, multiplier: Any, shift: Any, in_zp: A
     if known is not None and not is_host(multiplier, shift):
         require("multiplier", known[0] < 0)
         require("scale_shift", (known[1] < 2) | (known[1] > 62))
-        static_shift = known[1]
+        static = known
     else:
         require("multiplier", multiplier < 0)
         require("scale_shift", (shift < 2) | (shift > 62))
-        static_shift = shift if is_host(shift) else None
-    if scale32 and static_shift is not None:
-        # No value of the input's proven range (else its type's), less a constant zero point,
-        # reaches 1 << (shift - 1): nothing to check (int8 inputs and the usual shifts)
-        lo, hi = node.input_range(0) or INT_RANGES[node.inputs[0].dtype]
-        zp = in_zp
-        if input_unsigned:
-            lo, hi = 0, (1 << INT_BITS[node.inputs[0].dtype]) - 1
-            zp = in_zp & hi if isinstance(in_zp, int) else in_zp
-        if isinstance(zp, int) and np.size(static_shift):
-            bound = 1 << (int(np.clip(np.min(static_shift), 2, 62)) - 1)
+        static = (multiplier, shift) if is_host(multiplier, shift) else None
+    # No value of the input's proven range (else its type's), less a constant zero point, can
+    # break the REQUIRE: nothing to check (int8 inputs and the usual shifts; int48 accumulators
+    # of a known range)
+    lo, hi = node.input_range(0) or INT_RANGES[node.inputs[0].dtype]
+    zp = in_zp
+    if input_unsigned:
+        lo, hi = 0, (1 << INT_BITS[node.inputs[0].dtype]) - 1
+        zp = in_zp & hi if isinstance(in_zp, int) else in_zp
+    if static is not None and isinstance(zp, int) and np.size(static[1]):
+        s = np.clip(np.asarray(static[1], np.int64), 2, 62)
+        if scale32:
+            bound = 1 << (int(s.min()) - 1)
             if -bound <= lo - zp and hi - zp < bound:
+                return
+        else:  # apply_scale_16: (value * multiplier + round) >> shift, extremes per channel
+            m = np.clip(np.asarray(static[0], np.int64), 0, (1 << 15) - 1)
+            ends = [(v * m + (np.int64(1) << (s - 1))) >> s for v in (lo - zp, hi - zp)]
+            if all(-(1 << 31) <= e.min() and e.max() <= (1 << 31) - 1 for e in ends):
                 return
     if isinstance(input, Wide):  # int48: its zero point is 0 (ERROR_IF)
         value = input
