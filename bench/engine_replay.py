@@ -23,26 +23,10 @@ import numpy as np
 
 
 def inputs_for(data: bytes, seed: int = 0) -> list[np.ndarray]:
-    from tosa_jax import serialization
-    from tosa_jax.ir import HOST_DTYPES
+    """Seeded inputs: integers within +-1000 (and their type), floats ~N(0, 1)."""
+    from tosa_jax.testing.requires_diff import random_inputs
 
-    block = serialization.read(data).main
-    rng = np.random.default_rng(seed)
-    xs = []
-    for name in block.inputs:
-        t = block.tensors[name]
-        dt = HOST_DTYPES[t.dtype]
-        if dt.kind in "iu":
-            info = np.iinfo(dt)
-            xs.append(rng.integers(max(info.min, -1000), min(info.max, 1000) + 1,
-                                   t.shape).astype(dt))
-        elif dt.kind == "b":
-            xs.append(rng.integers(0, 2, t.shape).astype(bool))
-        elif dt.kind == "V":  # bf16/fp8 as raw bits: zeros are valid values
-            xs.append(np.zeros(t.shape, np.uint16 if dt.itemsize == 2 else np.uint8))
-        else:
-            xs.append(rng.standard_normal(t.shape).astype(dt))
-    return xs
+    return random_inputs(data, "small", seed, bound=1000)
 
 
 def timed(engine: Any, data: bytes, xs: list[np.ndarray]) -> tuple[float, float, Any]:

@@ -30,7 +30,11 @@ import numpy as np
 KINDS = ("small", "full")
 
 
-def random_inputs(data: bytes, kind: str, seed: int = 7) -> list[np.ndarray]:
+def random_inputs(data: bytes, kind: str = "small", seed: int = 7,
+                  bound: int = 3) -> list[np.ndarray]:
+    """Seeded inputs for the graph's entry block: ``small`` integers within +-``bound`` (and
+    their type), floats ~N(0, 1); ``full`` as the module docstring says. BF16/FP8 inputs (raw
+    bits) are zeros. Also bench/engine_replay.py's inputs (``bound`` 1000)."""
     from tosa_jax import serialization
     from tosa_jax.ir import HOST_DTYPES
 
@@ -42,8 +46,8 @@ def random_inputs(data: bytes, kind: str, seed: int = 7) -> list[np.ndarray]:
         dt = HOST_DTYPES[t.dtype]
         if dt.kind in "iu":
             info = np.iinfo(dt)
-            lo, hi = (info.min, info.max) if kind == "full" else (max(info.min, -3),
-                                                                  min(info.max, 3))
+            lo, hi = (info.min, info.max) if kind == "full" else (max(info.min, -bound),
+                                                                  min(info.max, bound))
             x = rng.integers(lo, hi, t.shape, endpoint=True, dtype=np.int64)
             if kind == "full":  # the extremes, more often than chance
                 x = np.where(rng.random(t.shape) < 0.2,
