@@ -25,7 +25,9 @@ and graph inputs/outputs are not shape_t.
 REQUIRE conditions make a result unpredictable, not an error, and LEVEL_CHECKs are REQUIREs:
 level values are recorded and judged against a level by the caller, never refused here. Value
 rules on compile-time-constant inputs (zero points, RESIZE scales ...) are checked where those
-inputs are constants; under EXT-DYNAMIC they are graph inputs, known only when the graph runs.
+inputs are constants; under EXT-DYNAMIC they are graph inputs, known only when the graph runs:
+the zero-point rules are then recorded as ``RuntimeCheck``s (``GraphAnalysis.runtime_checks``),
+which the run checks (tosa_jax.executor).
 """
 
 from __future__ import annotations
@@ -86,6 +88,29 @@ class Violation:
         arg = f" argument {self.argument!r}:" if self.argument else ""
         vals = f" ({self.values})" if self.values else ""
         return f"{self.where()}:{arg} {self.rule}{vals}"
+
+
+@dataclass(frozen=True)
+class RuntimeCheck:
+    """An ERROR_IF on the values of an input that is not a constant (under EXT-DYNAMIC, a zero
+    point given when the graph runs): ``violated(values)`` (numpy or JAX, elementwise) says
+    where the rule breaks. Checked by the run (tosa_jax.executor, in a checked program; the
+    Model, on graph inputs), which reports it as ``str(self)`` says."""
+
+    block: str
+    index: int
+    op: str
+    argument: str
+    tensor: str
+    rule: str
+    violated: Callable[[Any], Any]
+    location: str | None = None
+
+    def __str__(self) -> str:
+        loc = f", at {self.location}" if self.location else ""
+        return (f"{self.op} (operator #{self.index} of block {self.block!r}{loc}): argument "
+                f"{self.argument!r}: {self.rule} fails for these inputs ({self.argument} is "
+                f"tensor {self.tensor!r}, given when the graph runs)")
 
 
 @dataclass
@@ -245,6 +270,24 @@ class OpCheck:
                                                   argument, rule, text, self.opr.location))
         self.failed = True
 
+    def error_if(self, argument: str, rule: str, violated: Callable[[Any], Any],
+                 **values: Any) -> None:
+        """ERROR_IF ``rule`` on the values of ``argument``, which break it where ``violated``
+        (elementwise, numpy or JAX) is true: decided now for a constant (failing with its first
+        value and ``values``), else left to the run (``GraphAnalysis.runtime_checks``)."""
+        data = self.const(argument)
+        if data is not None:
+            if data.size and np.any(violated(data)):
+                v = data.reshape(-1)[0]
+                self.fail(argument, rule, **{argument: float(v) if data.dtype.kind in "fV"
+                                             else int(v)}, **values)
+            return
+        t = self.tensors.get(argument)
+        if isinstance(t, Tensor):
+            self.analysis.runtime_checks.append(RuntimeCheck(
+                self.block.name, self.index, self.opr.op, argument, t.name, rule, violated,
+                self.opr.location))
+
     def level(self, limit: str, value: int, what: str) -> None:
         self.info.levels.append((limit, int(value), what))
 
@@ -305,6 +348,7 @@ class GraphAnalysis:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         self.violations: list[Violation] = []
+        self.runtime_checks: list[RuntimeCheck] = []
         self.infos: list[OpInfo] = []
         self.graph_levels: list[tuple[str, int, str]] = []
         self._blocks: dict[str, Block] = {}
@@ -805,13 +849,26 @@ def _level_value(c: OpCheck, a: _Arg, expr: str) -> int | None:
 # operator pseudocode ERROR_IFs, one function per operator
 
 
+def _nonzero(values: Any) -> Any:
+    """values != 0, elementwise; an INT48 value traced as a (hi, lo) pair (tosa_jax.Wide) is
+    nonzero where either half is."""
+    if hasattr(values, "hi") and hasattr(values, "lo"):
+        return (values.hi != 0) | (values.lo != 0)
+    return values != 0
+
+
+def _not_unsigned_16_zp(values: Any) -> Any:
+    """An unsigned int16 zero point other than 0 and 32768 (stored as int16: -32768)."""
+    u = values.astype(np.int32) & 0xFFFF
+    return (u != 0) & (u != 32768)
+
+
 def _zero_point(c: OpCheck, arg: str, type_var: str, what: str) -> None:
     """ERROR_IF(!is_same<T,i8_t>() && zp != 0): zero points only for int8."""
-    zp = c.scalar(arg)
     t = c.types.get(type_var)
-    if zp is not None and t != "INT8" and zp != 0:
-        c.fail(arg, f"ERROR_IF(!is_same<{type_var},i8_t>() && {what} != 0): zero point only "
-               "for int8", **{what: zp, type_var: t})
+    if t != "INT8":
+        c.error_if(arg, f"ERROR_IF(!is_same<{type_var},i8_t>() && {what} != 0): zero point "
+                   "only for int8", _nonzero, **{type_var: t})
 
 
 def _require_axis(c: OpCheck, rank: int, axis_rank: int | None = None) -> int | None:
@@ -1587,26 +1644,20 @@ def RESCALE(c: OpCheck) -> None:  # noqa: N802
     elif not per_channel and nc != 1:
         c.fail("multiplier", "if (per_channel) NC=shape[rank(shape)-1] else NC=1", NC=nc,
                per_channel=per_channel)
-    in_zp, out_zp = c.scalar("input_zp"), c.scalar("output_zp")
-    if in_zp is not None and in_u and in_t == "INT16":
-        in_zp = int(in_zp) & 0xFFFF
-    if out_zp is not None and out_u and out_t == "INT16":
-        out_zp = int(out_zp) & 0xFFFF
-    if in_zp is not None and in_t != "INT8" and (in_t != "INT16" or not in_u) and in_zp != 0:
-        c.fail("input_zp", "ERROR_IF(!is_same<in_t,i8_t>() && (!is_same<in_t,i16_t>() || "
-               "input_unsigned == false) && input_zp != 0)", input_zp=in_zp, in_t=in_t,
-               input_unsigned=in_u)
-    if out_zp is not None and out_t != "INT8" and (out_t != "INT16" or not out_u) \
-            and out_zp != 0:
-        c.fail("output_zp", "ERROR_IF(!is_same<out_t,i8_t>() && (!is_same<out_t,i16_t>() || "
-               "output_unsigned == false) && output_zp != 0)", output_zp=out_zp, out_t=out_t,
-               output_unsigned=out_u)
-    if in_zp is not None and in_t == "INT16" and in_u and in_zp not in (0, 32768):
-        c.fail("input_zp", "ERROR_IF(is_same<in_t,i16_t>() && input_unsigned == true && "
-               "input_zp != 0 && input_zp != 32768)", input_zp=in_zp)
-    if out_zp is not None and out_t == "INT16" and out_u and out_zp not in (0, 32768):
-        c.fail("output_zp", "ERROR_IF(is_same<out_t,i16_t>() && output_unsigned == true && "
-               "output_zp != 0 && output_zp != 32768)", output_zp=out_zp)
+    if in_t != "INT8" and (in_t != "INT16" or not in_u):
+        c.error_if("input_zp", "ERROR_IF(!is_same<in_t,i8_t>() && (!is_same<in_t,i16_t>() || "
+                   "input_unsigned == false) && input_zp != 0)", _nonzero, in_t=in_t,
+                   input_unsigned=in_u)
+    if out_t != "INT8" and (out_t != "INT16" or not out_u):
+        c.error_if("output_zp", "ERROR_IF(!is_same<out_t,i8_t>() && (!is_same<out_t,i16_t>() "
+                   "|| output_unsigned == false) && output_zp != 0)", _nonzero, out_t=out_t,
+                   output_unsigned=out_u)
+    if in_t == "INT16" and in_u:
+        c.error_if("input_zp", "ERROR_IF(is_same<in_t,i16_t>() && input_unsigned == true && "
+                   "input_zp != 0 && input_zp != 32768)", _not_unsigned_16_zp)
+    if out_t == "INT16" and out_u:
+        c.error_if("output_zp", "ERROR_IF(is_same<out_t,i16_t>() && output_unsigned == true && "
+                   "output_zp != 0 && output_zp != 32768)", _not_unsigned_16_zp)
     rules = (
         (scale32 and in_t == "INT48", "scale32", "ERROR_IF(scale32 && is_same<in_t,i48_t>())"),
         (not scale32 and rounding == "DOUBLE_ROUND", "rounding_mode",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tosa_jax.errors import TosaValidationError
 from tosa_jax.ir import Graph
 from tosa_jax.profiles import spec_data
-from tosa_jax.profiles.checks import GraphAnalysis, OpInfo, Violation, analyse
+from tosa_jax.profiles.checks import GraphAnalysis, OpInfo, RuntimeCheck, Violation, analyse
 from tosa_jax.profiles.names import (
     EXTENSIONS_1_1,
     LEVELS,
@@ -79,6 +79,8 @@ class Requirements:
     level_reasons: tuple[str, ...] = ()
     violations: tuple[Violation, ...] = ()
     unsatisfiable: tuple[str, ...] = field(default=())
+    # ERROR_IFs on values given when the graph runs (EXT-DYNAMIC zero points): checked then
+    runtime_checks: tuple[RuntimeCheck, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -235,7 +237,8 @@ def requirements_of(analysis: GraphAnalysis) -> Requirements:
                              _reasons(i), _op_level(i), i.location) for i in infos)
     alts = tuple((_sorted(p), _sorted(e)) for p, e in alternatives)
     return Requirements(profiles, all_profiles, extensions, level, ops, alts, level_reasons,
-                        tuple(analysis.violations), unsatisfiable)
+                        tuple(analysis.violations), unsatisfiable,
+                        tuple(analysis.runtime_checks))
 
 
 def requirements(graph: Graph) -> Requirements:

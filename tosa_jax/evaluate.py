@@ -424,6 +424,7 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
         arrays.append(arr)
         squeezed.append(sq)
         n = arr.shape[0]
+    model.check_input_values(arrays)  # every sample's zero points (EXT-DYNAMIC)
     n = n or 0
     if n == 0:
         raise TosaInputError("evaluate() needs at least one sample")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
@@ -236,7 +237,10 @@ def _shared(block: Block) -> frozenset[str]:
 # through the graph with the variable state, under a key no variable has, as int32
 # [rule number + 1 (0: none), site]; the site names the operator: its block's position in the
 # graph << 20 | its index in the block, with ROLLED set for an operator of a rolled loop's step
-# (tosa_jax.reroll), whose index is then the loop's first operator.
+# (tosa_jax.reroll), whose index is then the loop's first operator. The ERROR_IFs on values
+# given when the graph runs (profiles.checks.RuntimeCheck: EXT-DYNAMIC zero points) travel in
+# the same flag, numbered after the REQUIREs, and an operator's are checked before it runs, as
+# the pseudocode's come first.
 REQUIRES_KEY = "\0requires"
 ROLLED = 1 << 30
 NO_VIOLATION = np.zeros(2, np.int32)
@@ -246,13 +250,38 @@ def _blocks(graph: Graph) -> list[Block]:
     return [b for r in graph.regions for b in r.blocks]
 
 
-def _first_violation(flag: Any, found: list[tuple[str, Any]], site: int) -> Any:
-    """``flag`` updated with the REQUIREs one operator reported (rule, violated): the first
-    violation is kept."""
+_RUNTIME_CHECKS: dict[int, list[Any]] = {}
+
+
+def runtime_checks(graph: Graph) -> list[Any]:
+    """The graph's ERROR_IFs on values given when it runs (``profiles.checks.RuntimeCheck``),
+    in a fixed order (a flag's rule number past the REQUIREs indexes it); computed once per
+    graph object."""
+    key = id(graph)
+    found = _RUNTIME_CHECKS.get(key)
+    if found is None:
+        from tosa_jax.profiles.checks import analyse
+
+        found = _RUNTIME_CHECKS[key] = analyse(graph).runtime_checks
+        weakref.finalize(graph, _RUNTIME_CHECKS.pop, key, None)
+    return found
+
+
+def _checks_by_operator(graph: Graph) -> dict[tuple[str, int], list[tuple[int, Any]]]:
+    """(block name, operator index) -> [(flag rule number, RuntimeCheck)]."""
+    out: dict[tuple[str, int], list[tuple[int, Any]]] = {}
+    for k, check in enumerate(runtime_checks(graph)):
+        out.setdefault((check.block, check.index), []).append((len(RULE_NAMES) + 1 + k, check))
+    return out
+
+
+def _first_violation(flag: Any, found: list[tuple[int, Any]], site: int) -> Any:
+    """``flag`` updated with the rules one operator reported (rule number, violated): the
+    first violation is kept."""
     for rule, violated in found:
         if violated is False:
             continue
-        code = np.array([RULE_NAMES.index(rule) + 1, site], np.int32)
+        code = np.array([rule, site], np.int32)
         if violated is True and is_host(flag):
             flag = code if int(flag[0]) == 0 else flag
         else:
@@ -260,11 +289,19 @@ def _first_violation(flag: Any, found: list[tuple[str, Any]], site: int) -> Any:
     return flag
 
 
+def violation_is_error(flag: Any) -> bool:
+    """Whether the flag of a checked run holds a broken ERROR_IF (the graph is in error),
+    not a REQUIRE (its result is unpredictable)."""
+    return int(np.asarray(flag).reshape(-1)[0]) > len(RULE_NAMES)
+
+
 def describe_violation(graph: Graph, flag: Any) -> str | None:
-    """What the REQUIRE flag of a checked run says: None, or the operator and the rule."""
+    """What the flag of a checked run says: None, or the operator and the rule."""
     rule, site = (int(v) for v in np.asarray(flag).reshape(-1)[:2])
     if rule == 0:
         return None
+    if rule > len(RULE_NAMES):
+        return f"{runtime_checks(graph)[rule - len(RULE_NAMES) - 1]}: the graph is in error"
     block = _blocks(graph)[(site & ~ROLLED) >> 20]
     index = site & 0xFFFFF
     if site & ROLLED:
@@ -324,14 +361,18 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
     checking = REQUIRES_KEY in state
     if checking and origin is None:
         base = next(k for k, b in enumerate(_blocks(graph)) if b is block) << 20
+    errors = _checks_by_operator(graph) if checking else {}
 
     def execute(i: int, op: Operator) -> None:
         nonlocal state
         if not checking:
             return execute_op(i, op)
-        found: list[tuple[str, Any]] = []
-        with collecting_requires(found):
+        found = [(rule, _any(check.violated(value(check.tensor))))
+                 for rule, check in errors.get((block.name, i), ())]
+        reported: list[tuple[str, Any]] = []
+        with collecting_requires(reported):
             execute_op(i, op)
+        found += [(RULE_NAMES.index(rule) + 1, violated) for rule, violated in reported]
         if found:
             site = origin if origin is not None else base | i
             state[REQUIRES_KEY] = _first_violation(state[REQUIRES_KEY], found, site)
@@ -394,7 +435,9 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
     # rolled loops: not where tosa_jax.inspect keeps every value, and for the CPU only (see
     # tosa_jax.reroll)
     roll = keep is None and lowering_target() in (None, "cpu")
-    loops = {lp.start: lp for lp in reroll.plan(block)} if roll else {}
+    loops = {lp.start: lp for lp in reroll.plan(block)
+             if not any((block.name, j) in errors for j in range(lp.start, lp.stop))
+             } if roll else {}  # (a rolled step is a block of its own: not where errors are)
     i = 0
     while i < len(block.operators):
         loop = loops.get(i)
@@ -420,6 +463,10 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
                 execute(j, block.operators[j])
         i = loop.stop
     return tuple(value(n) for n in block.outputs), state
+
+
+def _any(violated: Any) -> Any:
+    return bool(np.any(violated)) if is_host(violated) else jnp.any(violated)
 
 
 def _run_loop(graph: Graph, loop: reroll.Loop, value: Callable[[str], Any],

@@ -17,7 +17,12 @@ import numpy as np
 
 from tosa_jax import hostexec
 from tosa_jax.cache import CompileCache, code_digest, open_cache
-from tosa_jax.errors import TosaInputError, TosaLimitError, TosaUnpredictableWarning
+from tosa_jax.errors import (
+    TosaInputError,
+    TosaLimitError,
+    TosaUnpredictableWarning,
+    TosaValidationError,
+)
 from tosa_jax.ir import (
     CODE_TYPES,
     FLOAT_TYPES,
@@ -163,6 +168,8 @@ class Model:
             self.variables = [TensorSpec(k, t.shape, t.dtype)
                               for k, t in graph_variables(graph).items()]
             floats = _has_floats(graph)
+            self._input_rules: list[tuple[int, Any]] | None = _input_rules(
+                graph, self._requirements)
             self.conv_kinds = _conv_kinds(graph)
             self.float_macs = _macs(graph, floats=True)
             self.int_macs = _macs(graph, floats=False)
@@ -178,6 +185,7 @@ class Model:
                             for n, s, t, *more in meta["outputs"]]
             self.variables = []
             floats = meta["floats"]
+            self._input_rules = None if meta.get("input_rules", 1) else []  # None: not read
             self.conv_kinds = meta["conv_kinds"]
             self.float_macs = meta["float_macs"]
             self.int_macs = meta["int_macs"]
@@ -268,6 +276,7 @@ class Model:
     def _meta(self) -> dict[str, Any]:
         """What a later load of the same bytes with the same options takes from the cache."""
         return {"declared_bytes": self.declared_bytes, "floats": _has_floats(self.graph),
+                "input_rules": len(self._input_value_rules()),
                 "conv_kinds": self.conv_kinds, "float_macs": self.float_macs,
                 "int_macs": self.int_macs,
                 "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
@@ -285,7 +294,8 @@ class Model:
 
     # -- inputs --------------------------------------------------------------------------
 
-    def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
+    def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+              check_values: bool = True) -> list[Any]:
         names = [s.name for s in self.inputs]
         if args and kwargs:
             raise TosaInputError("pass inputs either by position or by name, not both")
@@ -299,7 +309,31 @@ class Model:
             args = tuple(kwargs[n] for n in names)
         if len(args) != len(names):
             raise TosaInputError(f"the graph takes {len(names)} input(s) {names}, got {len(args)}")
-        return [self._check_input(spec, a) for spec, a in zip(self.inputs, args, strict=False)]
+        bound = [self._check_input(spec, a) for spec, a in zip(self.inputs, args, strict=False)]
+        if check_values:
+            self.check_input_values(bound)
+        return bound
+
+    def _input_value_rules(self) -> list[tuple[int, Any]]:
+        if self._input_rules is None:
+            self._input_rules = _input_rules(self.graph, self.requirements)
+        return self._input_rules
+
+    def check_input_values(self, values: Sequence[Any]) -> None:
+        """Raise TosaValidationError where the inputs (in graph order; with a leading sample
+        axis or not) break an ERROR_IF on their values: the zero points that an EXT-DYNAMIC
+        graph takes as inputs. Checked on the host before every run (a few scalars); values
+        that the graph computes are checked in checked programs (``check_requires``)."""
+        for position, check in self._input_value_rules():
+            value = values[position]
+            value = value if isinstance(value, Wide) else np.asarray(value)
+            bad = np.asarray(check.violated(value))
+            if bad.any():
+                found = (np.asarray(value) if not isinstance(value, Wide)
+                         else wide_to_numpy(value))[bad]
+                e = TosaValidationError(f"{check}: {check.argument} = {found.reshape(-1)[0]}")
+                e.runtime_check = check  # type: ignore[attr-defined]
+                raise e
 
     def _check_input(self, spec: TensorSpec, value: Any) -> Any:
         if spec.block_size:
@@ -619,23 +653,31 @@ class Model:
 
     def _warn_requires(self, results: Sequence[Any]) -> Sequence[Any]:
         """The outputs of a run; for a model that checks the REQUIREs, without the flag, and a
-        TosaUnpredictableWarning where one failed."""
+        TosaUnpredictableWarning where one failed (a TosaValidationError where an ERROR_IF on
+        values computed in the graph did)."""
         if not self.check_requires:
             return results
-        outs, violation = self.split_requires(results)
+        outs, violation, error = self.split_checks(results)
+        if error:
+            raise TosaValidationError(violation)
         if violation is not None:
             warnings.warn(violation, TosaUnpredictableWarning, stacklevel=3)
         return outs
 
     def split_requires(self, results: Sequence[Any]) -> tuple[tuple[Any, ...], str | None]:
         """The outputs of a run of a model loaded with ``check_requires=True``, and what its
-        REQUIRE flag says: None, or the operator and the REQUIRE that failed first."""
+        REQUIRE flag says: None, or the operator and the rule that failed first."""
+        return self.split_checks(results)[:2]
+
+    def split_checks(self, results: Sequence[Any]) -> tuple[tuple[Any, ...], str | None, bool]:
+        """``split_requires``, and whether the rule that failed is an ERROR_IF (on values the
+        graph computed or took as inputs: the graph is in error) rather than a REQUIRE."""
         *outs, flag = results
         if int(np.asarray(flag).reshape(-1)[0]) == 0:
-            return tuple(outs), None
-        from tosa_jax.executor import describe_violation
+            return tuple(outs), None, False
+        from tosa_jax.executor import describe_violation, violation_is_error
 
-        return tuple(outs), describe_violation(self.graph, flag)
+        return tuple(outs), describe_violation(self.graph, flag), violation_is_error(flag)
 
     def _outputs(self, bound: list[Any]) -> tuple[Any, ...] | list[np.ndarray]:
         """The outputs for bound inputs: from the cached executable without JAX where the host
@@ -1021,6 +1063,14 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     if not model.variables:
         store.put(key, model._meta())
     return model
+
+
+def _input_rules(graph: Graph, requirements: Any) -> list[tuple[int, Any]]:
+    """(input position, profiles.checks.RuntimeCheck) for the ERROR_IFs on the values of the
+    graph's inputs."""
+    positions = {name: i for i, name in enumerate(graph.main.inputs)}
+    return [(positions[c.tensor], c) for c in requirements.runtime_checks
+            if c.block == graph.main.name and c.tensor in positions]
 
 
 def _validate(graph: Graph, *target: Any) -> Any:

@@ -25,10 +25,12 @@ The conventions, each checked against the binding in tests/unit/test_reference_m
   ``check_requires=True``).
 * a graph that breaks an ERROR_IF returns ``TOSA_ERROR`` with zero-filled outputs, as the
   binding does for the ERROR_IFs it checks while running (it raises ValueError for those it
-  checks while loading); with ``tosa_level="EIGHTK"`` a graph over a limit of level 8K runs and
-  returns ``TOSA_UNPREDICTABLE`` (level checks are REQUIREs). A graph that is not readable TOSA,
-  or that tosa_jax does not support, raises ``InvalidGraphError`` (a ValueError, as the
-  binding's "Invalid TOSA graph"); inputs of the wrong count or size ``InvalidInputsError``.
+  checks while loading), also where the values given break one (an EXT-DYNAMIC graph's zero
+  points: ``profiles.checks.RuntimeCheck``); with ``tosa_level="EIGHTK"`` a graph over a
+  limit of level 8K runs and returns ``TOSA_UNPREDICTABLE`` (level checks are REQUIREs). A
+  graph that is not readable TOSA, or that tosa_jax does not support, raises
+  ``InvalidGraphError`` (a ValueError, as the binding's "Invalid TOSA graph"); inputs of the
+  wrong count or size ``InvalidInputsError``.
 * keyword options: ``initialize_variable_tensor_from_numpy`` (0: variables start from the
   graph's initial values; 1: from zeros, as the binding, which is given no numpy data here,
   does), ``tosa_level`` ("NONE", "EIGHTK"). Every run starts from the initial variable values:
@@ -255,7 +257,9 @@ def run(tosa_binary: bytes | bytearray | memoryview | str, inputs: Sequence[Any]
         raise InvalidInputsError(f"Invalid inputs: the graph takes {len(model.inputs)} "
                                  f"input(s), got {len(inputs)}")
     args = [_input(s, v, i) for i, (s, v) in enumerate(zip(model.inputs, inputs))]
-    outs, violation = _execute(model, args, bool(initialize_variable_tensor_from_numpy))
+    outs, violation, error = _execute(model, args, bool(initialize_variable_tensor_from_numpy))
+    if error:  # an ERROR_IF on values given when the graph runs
+        return _error_outputs(key), GraphStatus.TOSA_ERROR
     if dump_intermediates:
         _dump_intermediates(model, args, debug_filename, fp_format)
     level = LEVELS[tosa_level]
@@ -327,11 +331,14 @@ def _dump_intermediates(model: Model, args: list[np.ndarray], debug_filename: st
 
 
 def _execute(model: Model, args: list[np.ndarray], zero_variables: bool,
-             ) -> tuple[list[Any], str | None]:
+             ) -> tuple[list[Any], str | None, bool]:
     """One invocation from the initial variable values (or zeros); the cached Model's own
     state is neither read nor changed, so calls never see each other's writes. Returns the
-    outputs and the REQUIRE that failed, if one did."""
-    bound = model._bind(tuple(args), {})
+    outputs, the rule that failed, if one did, and whether it is an ERROR_IF."""
+    # The input zero points' ERROR_IFs are checked by the program, in operator order with the
+    # REQUIREs: the binding's status is that of the first rule broken (an ADD that overflows
+    # before a NEGATE whose zero point is wrong: TOSA_UNPREDICTABLE).
+    bound = model._bind(tuple(args), {}, check_values=False)
     if not model.variables:
         outs = model._outputs(bound)  # from the compile cache without JAX where it can
     else:
@@ -342,5 +349,5 @@ def _execute(model: Model, args: list[np.ndarray], zero_variables: bool,
         state = {v.name: model._check_input(v, start[v.name]) for v in model.variables}
         full = (state, *bound)
         outs, _ = model._call(full)
-    outs, violation = model.split_requires(outs)
-    return [wide_to_numpy(o) if isinstance(o, Wide) else o for o in outs], violation
+    outs, violation, error = model.split_checks(outs)
+    return [wide_to_numpy(o) if isinstance(o, Wide) else o for o in outs], violation, error
