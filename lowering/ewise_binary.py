@@ -33,9 +33,11 @@ from tosa_jax.lowering.numerics import (
     rounding_mul_shift,
     same_aval,
     wide_add,
+    wide_add_overflows,
     wide_bitwise,
     wide_broadcast,
     wide_divide,
+    wide_is_min,
     wide_lt,
     wide_mul64,
     wide_select,
@@ -56,7 +58,9 @@ def _wide2(node: Node, input1: Any, input2: Any) -> tuple[Wide, Wide] | None:
 
 
 def _shift_amount(w: Wide) -> Any:
-    """An INT64 shift amount (REQUIRE'd to lie in [0, 63]) as int32: its low word."""
+    """An INT64 shift amount as int32: its low word (REQUIRE(0 <= value2 < 64) reported)."""
+    if requiring():
+        require("shift", (w.hi != 0) | (w.lo >= 64))
     return lax.bitcast_convert_type(w.lo, jnp.int32) & 63
 
 
@@ -88,6 +92,8 @@ def _mul32(input1: Any, input2: Any) -> Any:
 def add(node: Node, input1: Any, input2: Any) -> Any:
     """apply_add_s: integer overflow is a REQUIRE failure, so two's-complement wrap is exact."""
     if (w := _wide2(node, input1, input2)) is not None:
+        if requiring():
+            require("add", wide_add_overflows(*w))
         return wide_add(*w)
     if requiring() and node.inputs[0].dtype == "INT32" and _may_overflow(node):
         require("add", add_overflows(input1, input2))
@@ -100,6 +106,8 @@ def add(node: Node, input1: Any, input2: Any) -> Any:
 def sub(node: Node, input1: Any, input2: Any) -> Any:
     """apply_sub_s: as ADD, overflow is a REQUIRE failure and wrapping is exact otherwise."""
     if (w := _wide2(node, input1, input2)) is not None:
+        if requiring():
+            require("sub", wide_add_overflows(*w, sub=True))
         return wide_sub(*w)
     if requiring() and node.inputs[0].dtype == "INT32" and _may_overflow(node, sub=True):
         require("sub", add_overflows(input1, input2, sub=True))
@@ -157,8 +165,12 @@ def bitwise_xor(node: Node, input1: Any, input2: Any) -> Any:
 @lowering("INTDIV")
 def intdiv(node: Node, input1: Any, input2: Any) -> Any:
     """apply_intdiv_s: C division, truncating toward zero (lax.div, not floor_divide).
-    value2 == 0 and INT32_MIN / -1 are REQUIRE failures."""
+    value2 == 0 and INT32_MIN / -1 (INT64_MIN / -1) are REQUIRE failures."""
     if (w := _wide2(node, input1, input2)) is not None:
+        if requiring():
+            a, b = w
+            require("div_zero", (b.hi == 0) & (b.lo == 0))
+            require("div_range", wide_is_min(a) & (b.hi == -1) & (b.lo == np.uint32(0xFFFFFFFF)))
         return wide_divide(*w)
     if requiring():
         require("div_zero", input2 == 0)

@@ -24,6 +24,7 @@ from tosa_jax.lowering.numerics import (
     saturate_cast,
     wide_abs,
     wide_clz,
+    wide_is_min,
     wide_neg,
 )
 
@@ -33,7 +34,10 @@ def abs(node: Node, input1: Any) -> Any:
     """Negative values become apply_sub_s(0, value) (INT32_MIN is a REQUIRE failure); for
     floating point -0.0 becomes +0.0, as jnp.abs does."""
     if node.out.dtype == "INT64":
-        return wide_abs(as_wide(input1))
+        w = as_wide(input1)
+        if requiring():
+            require("negate", wide_is_min(w))
+        return wide_abs(w)
     if requiring() and node.out.dtype == "INT32":
         require("negate", input1 == np.iinfo(np.int32).min)
     return jnp.abs(input1)
@@ -90,7 +94,10 @@ def logical_not(node: Node, input1: Any) -> Any:
 def negate(node: Node, input1: Any, input1_zp: Any, output_zp: Any) -> Any:
     t = node.out.dtype
     if t == "INT64":  # zero points are 0 (ERROR_IF, profiles/); negating INT64_MIN: REQUIRE
-        return wide_neg(as_wide(input1))
+        w = as_wide(input1)
+        if requiring():
+            require("negate", wide_is_min(w))
+        return wide_neg(w)
     if requiring() and t == "INT32":  # zero points are 0: only 0 - INT32_MIN overflows
         require("negate", input1 == np.iinfo(np.int32).min)
     if t not in INT_RANGES and not isinstance(input1_zp, np.ndarray):

@@ -254,18 +254,18 @@ def exact_bf16_dot(a: Array, b: Array, dims: Any) -> Array:
 # tests/unit/test_requires.py; like it, the accumulators of convolutions and MATMUL and their
 # bias additions are not checked (they wrap).
 REQUIRE_RULES: dict[str, str] = {
-    "add": "apply_add_s: the int32 sum overflows",
-    "sub": "apply_sub_s: the int32 difference overflows",
-    "negate": "apply_sub_s(0, value): the negated int32 value overflows",
+    "add": "apply_add_s: the sum overflows its type (int32, or int64 for INT64)",
+    "sub": "apply_sub_s: the difference overflows its type (int32, or int64 for INT64)",
+    "negate": "apply_sub_s(0, value): the negated value overflows (INT32_MIN, INT64_MIN)",
     "mul": "the rounded, shifted product does not fit int32",
     "div_zero": "value2 != 0 (division by zero)",
-    "div_range": "the quotient fits int32 (minimum / -1 does not)",
+    "div_range": "the quotient fits its type (minimum / -1 does not)",
     "shift": "0 <= value2 < the element width",
     "pow_negative": "value1 >= 0",
     "pow_zero": "value1 > 0 || value2 > 0",
     "pow_nan": "!isNaN(value1) && !isNaN(value2)",
     "pow_finite": "is_finite(value1) && is_finite(value2)",
-    "sum": "apply_add_s: a partial sum overflows int32",
+    "sum": "apply_add_s: a partial sum overflows its type (int32, or int64 for INT64)",
     "index": "0 <= k < K (index within the values)",
     "scatter_once": "output_modified[n, k, c] == false (no row written twice)",
     "multiplier": "apply_scale: multiplier >= 0",
@@ -319,6 +319,26 @@ def add_overflows(a: Array, b: Array, sub: bool = False) -> Array:
     # a sum overflows when both operands have the sign its result lacks (a difference, when
     # a and b differ in sign and the result's sign is b's)
     return ((a ^ r) & ((a ^ b) if sub else (b ^ r))) < 0
+
+
+def wide_add_overflows(a: Wide, b: Wide, sub: bool = False) -> Array:
+    """add_overflows for INT64 (EXT-INT64) pairs of words: the signs of the high words of the
+    operands and of the wrapped result."""
+    r = wide_sub(a, b) if sub else wide_add(a, b)
+    return ((a.hi ^ r.hi) & ((a.hi ^ b.hi) if sub else (b.hi ^ r.hi))) < 0
+
+
+def wide_partial_sum_overflows(x: Wide, axis: int) -> Array:
+    """partial_sum_overflows for INT64 pairs of words: the running sums by a scan of wide_add
+    (addition modulo 2**64 is associative), each checked against the one before it."""
+    p = lax.associative_scan(wide_add, x, axis=axis)
+    q = wide_sub(p, x)  # the running sum before each element
+    return ((q.hi ^ p.hi) & (x.hi ^ p.hi)) < 0
+
+
+def wide_is_min(a: Wide) -> Array:
+    """Where an INT64 pair holds INT64_MIN, the value whose negation overflows."""
+    return (a.hi == np.int32(-(1 << 31))) & (a.lo == 0)
 
 
 def partial_sum_overflows(x: Array, axis: int) -> Array:

@@ -22,6 +22,7 @@ from tosa_jax.lowering.numerics import (
     require,
     requiring,
     sequential_sum,
+    wide_partial_sum_overflows,
     wide_reduce_extreme,
     wide_reduce_sum,
 )
@@ -100,6 +101,8 @@ _SUM_ACC = {"INT32": jnp.int32, "BF16": jnp.float32, "FP16": jnp.float16, "FP32"
 def reduce_sum(node: Node, input: Any, *, axis: int) -> Any:
     """acc_t acc = 0; acc += value; output = static_cast<in_out_t>(acc)."""
     if node.out.dtype == "INT64":  # wraps modulo 2^64 where the REQUIRE fails
+        if requiring():
+            require("sum", wide_partial_sum_overflows(as_wide(input), axis))
         w = wide_reduce_sum(as_wide(input), axis)
         return type(w)(jnp.expand_dims(w.hi, axis), jnp.expand_dims(w.lo, axis))
     if requiring() and node.out.dtype == "INT32":

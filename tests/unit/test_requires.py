@@ -100,6 +100,37 @@ def i32(*v: int) -> np.ndarray:
     return np.array(v, np.int32)
 
 
+# TOSA 1.1 EXT-INT64: the same REQUIREs on 64-bit values (traced as pairs of 32-bit words)
+V11 = (1, 1, 0, True)
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def i64(*v: int) -> np.ndarray:
+    return np.array(v, np.int64)
+
+
+def _binary64(op: str, shift: int | None = None) -> bytes:
+    b = GraphBuilder(V11)
+    ins = [b.input("a", (3,), "INT64"), b.input("b", (3,), "INT64")]
+    if shift is not None:
+        ins.append(b.const([shift], "INT8"))
+    return tosa_jax.write(b.build([b.op(op, ins, (3,), "INT64")]))
+
+
+def _unary64(op: str) -> bytes:
+    b = GraphBuilder(V11)
+    ins = [b.input("a", (3,), "INT64")]
+    if op == "NEGATE":
+        ins += [b.const([0], "INT64"), b.const([0], "INT64")]
+    return tosa_jax.write(b.build([b.op(op, ins, (3,), "INT64")]))
+
+
+def _reduce_sum64() -> bytes:
+    b = GraphBuilder(V11)
+    return tosa_jax.write(b.build([b.op("REDUCE_SUM", [b.input("a", (2, 3), "INT64")], (2, 1),
+                                        "INT64", axis=1)]))
+
+
 def f32(*v: float) -> np.ndarray:
     return np.array(v, np.float32)
 
@@ -162,6 +193,28 @@ CASES = {
                     [np.int16([-32768, 0, 5]), TABLE]),
     "row_gather": (_row_gather(), None,  # (out of range: the binding aborts, below)
                    [np.arange(8, dtype=np.int8).reshape(1, 4, 2), i32(2, 0).reshape(1, 2)]),
+    "add64": (_binary64("ADD"), [i64(I64_MAX, 1, 2), i64(1, 1, 1)],
+              [i64(I64_MAX, 1, 2), i64(0, 1, 1)]),
+    "add64_negative": (_binary64("ADD"), [i64(I64_MIN, 1, 2), i64(-1, 1, 1)],
+                       [i64(I64_MIN, 1, 2), i64(1 << 62, 1, 1)]),
+    "sub64": (_binary64("SUB"), [i64(I64_MIN, 1, 2), i64(1, 1, 1)],
+              [i64(I64_MIN, 1, 2), i64(0, 1, 1)]),
+    "sub64_positive": (_binary64("SUB"), [i64(0, 1, 2), i64(I64_MIN, 1, 1)],
+                       [i64(-1, 1, 2), i64(I64_MIN, 1, 1)]),
+    # an INT64 product keeps its low 64 bits: no REQUIRE (the binding agrees)
+    "mul64": (_binary64("MUL", shift=0), None, [i64(1 << 40, I64_MIN, 2), i64(1 << 40, -1, 1)]),
+    "shift64_left": (_binary64("LOGICAL_LEFT_SHIFT"), [i64(1, 1, 2), i64(64, 1, 1)],
+                     [i64(1, 1, 2), i64(63, 1, 1)]),
+    "shift64_negative": (_binary64("LOGICAL_RIGHT_SHIFT"), [i64(1, 1, 2), i64(-1, 1, 1)],
+                         [i64(-1, 1, 2), i64(63, 0, 1)]),
+    "shift64_arithmetic": (_binary64("ARITHMETIC_RIGHT_SHIFT"), [i64(-5, 1, 2), i64(1 << 32, 1, 1)],
+                           [i64(-5, 1, 2), i64(63, 1, 1)]),
+    "negate64": (_unary64("NEGATE"), [i64(I64_MIN, 1, 2)], [i64(I64_MIN + 1, 1, 2)]),
+    "abs64": (_unary64("ABS"), [i64(I64_MIN, 1, 2)], [i64(I64_MIN + 1, 1, 2)]),
+    # partial sums in index order: I64_MAX + 1 overflows even though the -1 after it would not
+    "sum64": (_reduce_sum64(), [i64(I64_MAX, 1, -1, 1, 2, 3).reshape(2, 3)],
+              [i64(I64_MAX, -1, 1, I64_MIN, 2, 3).reshape(2, 3)]),
+    "intdiv64": (_binary64("INTDIV"), None, [i64(I64_MIN, 7, -7), i64(2, -2, 2)]),
     "scatter_twice": (_scatter(), [np.zeros((1, 4, 2), np.int8), i32(1, 1).reshape(1, 2),
                                    np.ones((1, 2, 2), np.int8)],
                       [np.zeros((1, 4, 2), np.int8), i32(3, 1).reshape(1, 2),
@@ -199,6 +252,8 @@ def test_status_matches_the_binding(case: str) -> None:
     # REQUIRE(k >= 0 && k + row_count <= K): a run from row 3 of 4 leaves the tensor
     (_row_gather(), [np.zeros((1, 4, 2), np.int8), i32(3, 0).reshape(1, 2)]),
     (_row_gather(), [np.zeros((1, 4, 2), np.int8), i32(-1, 0).reshape(1, 2)]),
+    (_binary64("INTDIV"), [i64(5, 6, 7), i64(0, 2, 3)]),
+    (_binary64("INTDIV"), [i64(I64_MIN, 6, 7), i64(-1, 2, 3)]),
 ])
 def test_requires_where_the_binding_aborts(graph: bytes, inputs: list[np.ndarray]) -> None:
     assert rm.run(graph, inputs)[1] == UNPREDICTABLE
