@@ -78,6 +78,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"{args.graph}: TOSA {major}.{minor}.{patch}{'-draft' if draft else ''}, "
           f"{len(req.operators)} operators")
     print(req.table())
+    for c in req.runtime_checks:  # EXT-DYNAMIC zero points: known when the graph runs
+        print(f"checked when the graph runs: {c.op} (operator #{c.index} of block {c.block!r}) "
+              f"argument {c.argument!r} (tensor {c.tensor!r}): {c.rule}")
     for note in target.notes:
         print(f"note: {note}")
     problems = profiles.check_target(analysis, target) if not analysis.violations else []

@@ -161,3 +161,15 @@ def test_constant_zero_points_are_refused_at_load() -> None:
                         b.const([0], "INT16")], (3,), "INT16")
     with pytest.raises(TosaValidationError, match="input1_zp"):
         tosa_jax.load(b.build([y]), cache=False)
+
+
+def test_cli_check_lists_the_rules_left_to_the_run(tmp_path, capsys) -> None:
+    from tosa_jax.cli import main
+
+    graph, _, _, _, _ = CASES["rescale_u16_zp"]
+    (tmp_path / "g.tosa").write_bytes(graph)
+    assert main(["check", str(tmp_path / "g.tosa")]) == 0
+    out = capsys.readouterr().out
+    assert ("checked when the graph runs: RESCALE (operator #3 of block 'main') argument "
+            "'input_zp' (tensor 'izp'): ERROR_IF(is_same<in_t,i16_t>() && input_unsigned == true"
+            " && input_zp != 0 && input_zp != 32768)") in out
