@@ -70,6 +70,12 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
         known[:2] = [None if k is None else np.asarray(k)[..., 0] for k in known[:2]]
     scales = None if known[0] is None or known[1] is None else (known[0], known[1])
 
+    if requiring() and rounding_mode != "INEXACT_ROUND":
+        # (the reference model computes INEXACT_ROUND in floating point, without apply_scale
+        # and its REQUIREs; so does the check: none). Before the constant path: a constant
+        # input's REQUIREs count too.
+        _require_scale(node, input, multiplier, shift, in_zp, scale32, input_unsigned, scales)
+
     if isinstance(in_zp, int) and is_host(*(input if isinstance(input, Wide) else (input,)),
                                           multiplier, shift):
         # A constant input (a bias, a constant subgraph): computed now with numpy, once.
@@ -77,11 +83,6 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
                              rounding_mode, input_unsigned, output_unsigned)
         if host is not None:
             return host
-
-    if requiring() and rounding_mode != "INEXACT_ROUND":
-        # (the reference model computes INEXACT_ROUND in floating point, without apply_scale
-        # and its REQUIREs; so does the check: none)
-        _require_scale(node, input, multiplier, shift, in_zp, scale32, input_unsigned, scales)
 
     # Extend the input and its zero point to 48 bits (unsigned: zero-extend) and subtract.
     if input_unsigned:

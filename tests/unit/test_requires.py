@@ -269,6 +269,19 @@ def test_constants_are_checked_without_tracing() -> None:
         assert _status(graph, [i32(0)]) == (status, status)
 
 
+@pytest.mark.parametrize(("value", "status"), [(1 << 20, UNPREDICTABLE), (100, VALID)])
+def test_a_constant_rescale_is_checked(value: int, status: rm.GraphStatus) -> None:
+    """A RESCALE of a constant (computed with numpy, before tracing): apply_scale_32's
+    REQUIRE on the value (|value| < 1 << (shift - 1), shift 10) still counts."""
+    b = GraphBuilder()
+    c = b.op("RESCALE", [b.const([value, 1, 2], "INT32"), b.const([1 << 30], "INT32"),
+                         b.const([10], "INT8"), b.const([0], "INT32"), b.const([0], "INT32")],
+             (3,), "INT32", scale32=True, rounding_mode="SINGLE_ROUND", per_channel=False,
+             input_unsigned=False, output_unsigned=False)
+    y = b.op("ADD", [b.input("x", (3,), "INT32"), c], (3,), "INT32")
+    assert _status(tosa_jax.write(b.build([y])), [np.zeros(3, np.int32)]) == (status, status)
+
+
 def test_x64_does_not_change_the_checks() -> None:
     import jax
 
