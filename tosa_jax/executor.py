@@ -253,16 +253,19 @@ def _blocks(graph: Graph) -> list[Block]:
 _RUNTIME_CHECKS: dict[int, list[Any]] = {}
 
 
-def runtime_checks(graph: Graph) -> list[Any]:
+def runtime_checks(graph: Graph, known: Sequence[Any] | None = None) -> list[Any]:
     """The graph's ERROR_IFs on values given when it runs (``profiles.checks.RuntimeCheck``),
-    in a fixed order (a flag's rule number past the REQUIREs indexes it); computed once per
-    graph object."""
+    in a fixed order (a flag's rule number past the REQUIREs indexes it); once per graph
+    object: ``known``, the graph's analysis's own list where the caller has validated it (a
+    Model: no second analysis while tracing), else analysed here."""
     key = id(graph)
     found = _RUNTIME_CHECKS.get(key)
     if found is None:
-        from tosa_jax.profiles.checks import analyse
+        if known is None:
+            from tosa_jax.profiles.checks import analyse
 
-        found = _RUNTIME_CHECKS[key] = analyse(graph).runtime_checks
+            known = analyse(graph).runtime_checks
+        found = _RUNTIME_CHECKS[key] = list(known)
         weakref.finalize(graph, _RUNTIME_CHECKS.pop, key, None)
     return found
 
@@ -574,14 +577,18 @@ def _checked(graph: Graph) -> None:
     graph_variables(graph)
 
 
-def graph_function(graph: Graph, requires: bool = False) -> Callable[..., tuple[Any, ...]]:
+def graph_function(graph: Graph, requires: bool = False, checks: Sequence[Any] | None = None,
+                   ) -> Callable[..., tuple[Any, ...]]:
     """The pure function of the graph's entry block: inputs in order -> tuple of outputs;
-    ``requires``: followed by the REQUIRE flag of the run (see ``describe_violation``).
+    ``requires``: followed by the REQUIRE flag of the run (see ``describe_violation``);
+    ``checks``: the graph's run-time ERROR_IFs where its validation found them already.
 
     A graph with variables (EXT-VARIABLE) has no such function: its outputs depend on its
     state. Calling this one raises; use ``graph_state_function``.
     """
     _checked(graph)
+    if requires:
+        runtime_checks(graph, checks)
     if graph_variables(graph):
         names = sorted(graph_variables(graph))
 
@@ -604,15 +611,18 @@ def graph_function(graph: Graph, requires: bool = False) -> Callable[..., tuple[
 
 
 def graph_state_function(graph: Graph, requires: bool = False,
+                         checks: Sequence[Any] | None = None,
                          ) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
     """The pure function of a graph with variables: ``fn(state, *inputs) -> (outputs, state)``
-    (``requires``: the outputs followed by the REQUIRE flag, as ``graph_function``).
+    (``requires``, ``checks``: the outputs followed by the REQUIRE flag, as ``graph_function``).
 
     ``state`` maps variable names to values (INT48 as Wide pairs); variables it leaves out
     start from their initial values. The returned state holds every variable. For a graph
     without variables the state is ``{}``.
     """
     _checked(graph)
+    if requires:
+        runtime_checks(graph, checks)
     names = set(graph_variables(graph))
 
     def fn(state: dict[str, Any], *args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -224,8 +224,9 @@ class Model:
         self._fn_with_state = graph_state_function(graph)
         self._traced = self._fn_with_state if graph_variables(graph) else self._fn
         if self.check_requires:  # the compiled function also returns the REQUIRE flag
-            self._traced = (graph_state_function(graph, requires=True) if graph_variables(graph)
-                            else graph_function(graph, requires=True))
+            checks = self.requirements.runtime_checks  # (the validation's: no second analysis)
+            self._traced = (graph_state_function(graph, True, checks) if graph_variables(graph)
+                            else graph_function(graph, True, checks))
 
     @property
     def graph(self) -> Graph:
