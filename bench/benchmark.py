@@ -193,14 +193,15 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
 
     # First call, from a loaded Model: trace, XLA compile, run. model.fn is what model(x) jits,
     # compiled as Model does it (its XLA options; the garbage collector held off while
-    # tracing; the source locations dropped).
+    # tracing; the source locations dropped; a small graph without intra-op tasks).
     f = jax.jit(model.fn)
     platform = jax.devices()[0].platform
     t0 = time.perf_counter()
     with no_gc(), lowering_for(platform):  # traced for this platform alone, as Model does
         lowered = without_locations(f.lower(*x))
     t1 = time.perf_counter()
-    compiled = compile_lowered(lowered, model.xla_options(tuple(x)))
+    compiled = compile_lowered(lowered, model.xla_options(tuple(x)),
+                               sequential=model.sequential(tuple(x)))
     t2 = time.perf_counter()
     outs = jax.block_until_ready(compiled(*x))
     t3 = time.perf_counter()

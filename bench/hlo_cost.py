@@ -143,7 +143,8 @@ def worker_compile(path: str, attribute: bool, save_exe: str | None) -> dict:
     traced = f.trace(*x)
     lowered = without_locations(traced.lower())  # as Model compiles it
     c1, t1 = time.process_time(), time.perf_counter()
-    compiled = compile_lowered(lowered, model.xla_options(tuple(x)))
+    compiled = compile_lowered(lowered, model.xla_options(tuple(x)),
+                               sequential=model.sequential(tuple(x)))
     c2, t2 = time.process_time(), time.perf_counter()
     text = compiled.as_text()
     ops = Counter(op.op for op in model.graph.main.operators

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tosa_jax import reroll
+from tosa_jax import reroll, seqcompile
 from tosa_jax.cache import CompileCache, code_digest
 
 # TOSA element types whose device arrays are the numpy arrays callers pass and get back.
@@ -93,9 +93,10 @@ def host_key(graph_digest: str, args: list[tuple[tuple[int, ...], str]]) -> dict
 def program_options() -> dict[str, str]:
     """The settings that change the program a graph is lowered to, part of both cache keys
     (this one and ``Model``'s): lowering.numerics' GPU forms (its GPU_FORMS_ENV; not imported
-    here, it imports JAX) and tosa_jax.reroll's rolled loops."""
+    here, it imports JAX), tosa_jax.reroll's rolled loops and tosa_jax.seqcompile's switch."""
     return {"gpu_forms": os.environ.get("TOSA_JAX_GPU_FORMS", ""),
-            "roll": os.environ.get(reroll.ENV, "")}
+            "roll": os.environ.get(reroll.ENV, ""),
+            "sequential": os.environ.get(seqcompile.ENV, "")}
 
 
 def entry_of(compiled: Any) -> dict[str, Any] | None:
@@ -106,14 +107,15 @@ def entry_of(compiled: Any) -> dict[str, Any] | None:
         ins, kwargs = compiled.in_avals
         outs = [o for o in _leaves(compiled.out_info)]
         exe = compiled.runtime_executable()
-        if (kwargs or len(exe.get_parameter_layouts()) != len(ins)
+        if (kwargs or not seqcompile.serializable(compiled)
+                or len(exe.get_parameter_layouts()) != len(ins)
                 or len(exe.get_output_layouts()) != len(outs)
                 or len(exe.local_devices()) != 1
                 or any(str(a.dtype) not in _PLAIN_NUMPY for a in (*ins, *outs))
                 or any(tuple(o.format.layout.major_to_minor) != tuple(range(len(o.shape)))
                        for o in outs)):
             return None
-        return {"exe": exe.serialize(),
+        return {"exe": seqcompile.executable_bytes(compiled) or exe.serialize(),
                 "args": [[list(a.shape), str(a.dtype)] for a in ins],
                 "outs": [[list(a.shape), str(a.dtype)] for a in outs]}
     except Exception:

@@ -173,6 +173,7 @@ class Model:
             self.conv_kinds = _conv_kinds(graph)
             self.float_macs = _macs(graph, floats=True)
             self.int_macs = _macs(graph, floats=False)
+            self.largest_value = _largest_value(graph)
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs
@@ -189,6 +190,7 @@ class Model:
             self.conv_kinds = meta["conv_kinds"]
             self.float_macs = meta["float_macs"]
             self.int_macs = meta["int_macs"]
+            self.largest_value = meta["largest_value"]
         self.device = _device(device)
         # model(...) returns numpy arrays (the host's), not JAX arrays: see the class docstring
         self.host_outputs = self.device is None and hostexec.default_is_cpu()
@@ -279,7 +281,7 @@ class Model:
         return {"declared_bytes": self.declared_bytes, "floats": _has_floats(self.graph),
                 "input_rules": len(self._input_value_rules()),
                 "conv_kinds": self.conv_kinds, "float_macs": self.float_macs,
-                "int_macs": self.int_macs,
+                "int_macs": self.int_macs, "largest_value": self.largest_value,
                 "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
                            for s in self.inputs],
                 "outputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
@@ -487,7 +489,7 @@ class Model:
             options = {**self.xla_options(args), **({} if tier else quick_options(self.int_macs))}
             if lowered is None:
                 lowered = self._lower(args)
-            exe = compile_lowered(lowered, options)
+            exe = compile_lowered(lowered, options, sequential=tier == 1 and self.sequential(args))
             need, temp = compiled_bytes(exe)
         if lookup:
             self.compile_source = "cache" if entry is not None else "compiled"
@@ -589,6 +591,17 @@ class Model:
         """XLA's compile options for this graph on the devices of ``args`` (see
         FLOAT_CONV_OPTIONS); the default device's platform when they are not placed."""
         return xla_options(self.conv_kinds, self._platform(args), self.float_macs)
+
+    def sequential(self, args: tuple[Any, ...] = (), samples: int = 1) -> bool:
+        """Whether this graph's optimized executable for ``args`` (``samples`` calls' worth of
+        work in one) is compiled with no loop split into intra-op tasks: on the CPU, under
+        SEQUENTIAL_MACS multiply-adds and with no tensor of SEQUENTIAL_ELEMENTS
+        (``tosa_jax.seqcompile``)."""
+        from tosa_jax import seqcompile
+
+        return (seqcompile.enabled() and self._platform(args) == "cpu"
+                and (self.int_macs + self.float_macs) * samples < SEQUENTIAL_MACS
+                and self.largest_value * samples < SEQUENTIAL_ELEMENTS)
 
     def compile(self, *args: Any, optimize: bool = True, **kwargs: Any) -> Model:
         """Compile (or fetch from the cache) for these inputs without running; returns self.
@@ -785,6 +798,18 @@ EAGER_UPGRADE_FLOPS = 5e6
 # its 16a8w LSTM 4.1 -> 0.7 ms; ds_cnn INT (2.7 M) 4.9 -> 3.7 ms (batch 1 1.0 -> 2.8);
 # the zoo's lstm_int8 (3.3 M) 3.6 -> 2.5 ms; but resnet8 INT (12.5 M) 33 -> 59 ms.
 QUICK_LIBRARY_MACS = 4_000_000
+# A graph of fewer multiply-adds a call than this is compiled with no loop fusion split into
+# intra-op tasks (tosa_jax.seqcompile): handing a task to the other thread and waiting for it
+# costs more than such a graph's loops compute. Measured 2026-11-26, batch 1, XLA's executable
+# -> this one (min of 9 interleaved rounds, one process): cnn_int8 (0.3 M) 0.144 -> 0.066 ms,
+# cnn_fp32 (0.3 M) 0.097 -> 0.056 ms, lstm_int8 (3.3 M) and the fixtures without split loops
+# alike; above it, the large FP32 graphs lose (resnet_fp32, 483 M, 9.0 -> 10.5 ms;
+# mobilenetv2_fp32 6.4 -> 7.4 ms; bert_tiny_fp32, 59 M, 1.40 -> 1.57 ms).
+SEQUENTIAL_MACS = 5_000_000
+# ... and no tensor of this many elements or more: a loop over it gains from a second thread
+# (an int32 chain of 20 operations, XLA's split -> none, min of 7 rounds: 4 K elements 13.9 ->
+# 8.8 us, 16 K 16.3 -> 14.3 us, 64 K 34 -> 39 us, 1 M 292 -> 411 us).
+SEQUENTIAL_ELEMENTS = 32_768
 
 
 def quick_options(int_macs: int) -> dict[str, Any]:
@@ -835,6 +860,13 @@ def _macs(graph: Graph, floats: bool) -> int:
     return sum(contraction_macs(b, op) for r in graph.regions for b in r.blocks
                for op in b.operators
                if op.inputs and (b.tensors[op.inputs[0]].dtype in FLOAT_TYPES) == floats)
+
+
+def _largest_value(graph: Graph) -> int:
+    """The elements of the graph's largest tensor that is not a constant (what one loop
+    fusion may cover)."""
+    return max((int(np.prod(t.shape, dtype=np.int64)) for r in graph.regions for b in r.blocks
+                for t in b.tensors.values() if t.data is None), default=0)
 
 
 def xla_options(conv_kinds: list[str], platform: str, float_macs: int = 0) -> dict[str, Any]:
@@ -900,9 +932,16 @@ def without_locations(lowered: Any) -> Any:
     return lowered
 
 
-def compile_lowered(lowered: Any, options: dict[str, Any] | None) -> Any:
+def compile_lowered(lowered: Any, options: dict[str, Any] | None,
+                    sequential: bool = False) -> Any:
     """``lowered.compile(options)``; without the options that only make it faster where this
-    XLA does not know them (experimental flags: a newer jaxlib may rename them)."""
+    XLA does not know them (experimental flags: a newer jaxlib may rename them).
+    ``sequential``: a one-device CPU executable with no loop split into intra-op tasks
+    (``tosa_jax.seqcompile``; see SEQUENTIAL_MACS)."""
+    if sequential:
+        from tosa_jax import seqcompile
+
+        return seqcompile.compile_with(lambda: compile_lowered(lowered, options))
     if not options:
         return lowered.compile()
     try:
@@ -984,10 +1023,10 @@ def _devices(a: Any) -> list[Any]:
 
 def _serialize(exe: Any) -> dict[str, Any] | None:
     """A compiled executable as a picklable payload (None where the backend cannot)."""
-    from jax.experimental import serialize_executable
+    from tosa_jax import seqcompile
 
     try:
-        blob, in_tree, out_tree = serialize_executable.serialize(exe)
+        blob, in_tree, out_tree = seqcompile.serialize(exe)
     except Exception:
         return None
     return {"exe": blob, "in_tree": in_tree, "out_tree": out_tree}

@@ -1,0 +1,124 @@
+"""Small graphs compiled without intra-op tasks (tosa_jax.seqcompile): the executable splits no
+loop, computes what XLA's own does (the reference model's integers, the same float bits), and
+survives the compile cache (its object code kept: XLA re-serializes a loaded executable
+without it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import tosa_jax
+from tosa_jax import hostexec, seqcompile
+from tosa_jax.cache import flush
+from tosa_jax.ir import GraphBuilder
+from tosa_jax.model import SEQUENTIAL_ELEMENTS, compile_lowered
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+SPLIT = 'outer_dimension_partitions":["'
+
+
+def _input(name: str) -> np.ndarray:
+    return np.load(FIXTURES / f"{name}.input.npy")
+
+
+def _slot(model: tosa_jax.Model):
+    (slot,) = model._executables.values()
+    return slot
+
+
+@pytest.mark.parametrize("name", ["cnn_int8", "cnn_fp32"])
+def test_small_graph_splits_no_loop_and_computes_the_same(name: str, reference) -> None:
+    x = _input(name)
+    model = tosa_jax.load(FIXTURES / f"{name}.tosa", cache=False)
+    assert model.sequential((x,))
+    model.compile(x)  # the optimized executable, as a serving loop gets it
+    slot = _slot(model)
+    assert slot.tier == 1 and SPLIT not in slot.exe.as_text()
+    assert seqcompile.executable_bytes(slot.exe) is not None
+    ours = model(x)
+    # XLA's own executable of the same lowering splits loops, and computes the same bits
+    args = (jax.device_put(x),)
+    jax.clear_caches()  # (else JAX's in-memory cache gives the same executable back)
+    plain = compile_lowered(model._lower(args), model.xla_options(args))
+    assert SPLIT in plain.as_text()
+    (theirs,) = plain(*args)
+    assert np.asarray(theirs).tobytes() == np.asarray(ours).tobytes()
+    if name.endswith("int8"):
+        ref = reference(FIXTURES / f"{name}.tosa", {model.inputs[0].name: x},
+                        [model.outputs[0].name])
+        np.testing.assert_array_equal(ours, ref[model.outputs[0].name])
+
+
+def test_from_the_cache_in_another_process(tmp_path: Path, reference) -> None:
+    """The entry written from the second client's bytes loads and runs, by JAX (``compile``)
+    and by jaxlib alone (the host path)."""
+    path = FIXTURES / "cnn_int8.tosa"
+    x = _input("cnn_int8")
+    model = tosa_jax.load(path, cache=tmp_path)
+    model.compile(x)
+    assert seqcompile.executable_bytes(_slot(model).exe) is not None
+    flush()
+    want = reference(path, {model.inputs[0].name: x}, [model.outputs[0].name])
+    np.save(tmp_path / "x.npy", x)
+    code = """
+import sys, numpy as np, tosa_jax
+m = tosa_jax.load(sys.argv[1], cache=sys.argv[2])
+x = np.load(sys.argv[3])
+host = m(x)                   # the host entry, without JAX
+host_jax = "jax" in sys.modules
+m.compile(x)                  # JAX's entry
+print(m.compile_source, host_jax, host.tobytes().hex(), m(x).tobytes().hex())
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path),
+                          str(tmp_path / "x.npy")], check=True, capture_output=True,
+                         text=True).stdout.split()
+    source, host_jax, host, jaxed = out[-4:]
+    expected = np.asarray(want[model.outputs[0].name]).tobytes().hex()
+    assert source == "cache" and host_jax == "False" and host == expected and jaxed == expected
+
+
+def test_which_graphs() -> None:
+    """Few multiply-adds and no large tensor: sequential; a large tensor, or a batch of
+    samples in one executable: XLA's split; TOSA_JAX_SEQUENTIAL=0: never."""
+    small = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    assert small.sequential() and not small.sequential(samples=64)
+    b = GraphBuilder()
+    side = int(np.sqrt(SEQUENTIAL_ELEMENTS)) + 1
+    a = b.input("a", (side, side), "INT32")
+    c = b.input("c", (side, side), "INT32")
+    graph = b.build([b.op("ADD", [a, c], (side, side), "INT32")])
+    assert not tosa_jax.load(graph, cache=False).sequential()
+
+
+def test_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    small = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    monkeypatch.setenv(seqcompile.ENV, "0")
+    assert not small.sequential()
+    assert hostexec.program_options()["sequential"] == "0"  # a cache key of its own
+
+
+def test_an_executable_given_again_by_jax(monkeypatch: pytest.MonkeyPatch) -> None:
+    """JAX's in-memory cache hands the executable of an identical compile back: its bytes are
+    found while remembered; once forgotten, it is never serialized (its re-serialized form
+    would lack the object code)."""
+    from tosa_jax.model import _serialize
+
+    x = _input("cnn_int8")
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    args = (jax.device_put(x),)
+    lowered = model._lower(args)
+    first = compile_lowered(lowered, model.xla_options(args), sequential=True)
+    again = compile_lowered(lowered, model.xla_options(args), sequential=True)
+    assert again.runtime_executable() is first.runtime_executable()
+    assert seqcompile.executable_bytes(again) == seqcompile.executable_bytes(first) is not None
+    assert _serialize(again) is not None
+    monkeypatch.setattr(seqcompile, "_BYTES", type(seqcompile._BYTES)())
+    forgotten = compile_lowered(lowered, model.xla_options(args), sequential=True)
+    assert not seqcompile.serializable(forgotten)
+    assert _serialize(forgotten) is None and hostexec.entry_of(forgotten) is None

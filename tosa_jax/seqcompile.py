@@ -1,0 +1,185 @@
+"""Small CPU programs compiled without intra-op tasks: XLA splits none of their loops.
+
+XLA CPU splits a loop fusion into parallel tasks (``outer_dimension_partitions``) when its cost
+model puts it over "100 us of work on a 2 GHz core" (flops + 10 x bytes over 100,000); a fusion
+of a few thousand int32 elements and a RESCALE's twenty operations qualifies, yet runs in 2-5 us
+vectorized. Each split task is handed to the client's intra-op thread pool and waited for,
+and on this project's 2-core VM that round trip costs more than the work: cnn_int8 spent a
+third of its call in the pool's work stealing (perf). The number of tasks is capped by the
+compiling client's intra-op thread count (``max_parallelism``), which XLA fixes when the client
+is made (from ``NPROC``, else the CPUs), not per compile. So a graph with little work is
+compiled by a second CPU client made with one intra-op thread, and its serialized executable is
+loaded into JAX's client, where it runs as any other (its library kernels, Eigen's and
+YNNPACK's, still use JAX's threads: they take the pool at run time). Results are bit-identical:
+a split task computes the same elements with the same code.
+
+Measured 2026-11-26 (batch 1, min of 9 interleaved rounds in one process, nice -10, the
+machine otherwise idle; default executable -> compiled here): cnn_int8 0.144 -> 0.066 ms,
+cnn_fp32 0.097 -> 0.056 ms, lstm_int8 0.39 -> 0.40 ms, unet_int8 4.6 -> 4.4 ms; but resnet_fp32
+9.0 -> 10.5 ms, mobilenetv2_fp32 6.4 -> 7.4 ms, bert_tiny_fp32 1.40 -> 1.57 ms: large graphs
+keep XLA's split (see ``tosa_jax.model.SEQUENTIAL_MACS``).
+
+The executable is handed to JAX through ``jax._src.compiler.backend_compile_and_load``, wrapped
+while ``compile_with`` runs (JAX's own compile cache, when a user turns it on, gets the plain
+compile: it re-serializes what it stores). XLA re-serializes a deserialized CPU executable
+without its object code, so the bytes the second client made are kept for tosa_jax's compile
+cache (``executable_bytes``), and an executable whose bytes are not known is not cached.
+Anything unexpected compiles as usual.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import io
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+ENV = "TOSA_JAX_SEQUENTIAL"  # "0": compile every graph as XLA would (part of the cache keys)
+_UNKNOWN = "_tosa_jax_unknown_bytes"
+# What the backend compiles of the compile running in this context did (a list to append to:
+# the second client's bytes, or None where it compiled as usual), or None outside compile_with.
+_PENDING: contextvars.ContextVar[list[bytes | None] | None] = contextvars.ContextVar(
+    "tosa_jax_sequential", default=None)
+# The bytes of the executables loaded from the second client, by the executable's id (held,
+# so that the id is not reused): JAX's in-memory compile cache may hand the same executable
+# to a later compile of the same lowering. The most recent REMEMBERED are kept.
+_BYTES: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
+REMEMBERED = 32
+_LOCK = threading.Lock()
+_CLIENT: Any = None
+_HOOKED = False
+
+
+def _client() -> Any:
+    """A CPU client of one device and one intra-op thread, made once a process. XLA reads the
+    thread count from ``NPROC`` when a client is made; it is set for that moment only."""
+    global _CLIENT
+    with _LOCK:
+        if _CLIENT is None:
+            from jaxlib import _jax
+
+            before = os.environ.get("NPROC")
+            os.environ["NPROC"] = "1"
+            try:
+                _CLIENT = _jax.get_tfrt_cpu_client(asynchronous=False, num_devices=1)
+            finally:
+                if before is None:
+                    del os.environ["NPROC"]
+                else:
+                    os.environ["NPROC"] = before
+    return _CLIENT
+
+
+def _hook() -> None:
+    """Wrap JAX's backend compile once: inside ``compile_with``, a one-device CPU compile is
+    done by the one-thread client and loaded into JAX's."""
+    global _HOOKED
+    with _LOCK:
+        if _HOOKED:
+            return
+        from jax._src import compilation_cache, compiler
+        from jaxlib import _jax
+
+        original = compiler.backend_compile_and_load
+
+        def backend_compile_and_load(backend: Any, module: Any, executable_devices: Any,
+                                     options: Any, host_callbacks: Any) -> Any:
+            pending = _PENDING.get()
+            if (pending is not None and not host_callbacks and backend.platform == "cpu"
+                    and len(executable_devices) == 1
+                    and not compilation_cache.is_persistent_cache_enabled()):
+                try:
+                    client = _client()
+                    exe = client.compile_and_load(
+                        module, _jax.DeviceList((client.devices()[0],)), options)
+                    blob = client.serialize_executable(exe)
+                    loaded = backend.deserialize_executable(blob, executable_devices)
+                except Exception:  # (a device this client lacks, a jaxlib that differs)
+                    pass
+                else:
+                    pending.append(blob)
+                    with _LOCK:
+                        _BYTES[id(loaded)] = (loaded, blob)
+                        while len(_BYTES) > REMEMBERED:
+                            _BYTES.popitem(last=False)
+                    return loaded
+            if pending is not None:
+                pending.append(None)
+            return original(backend, module, executable_devices, options, host_callbacks)
+
+        compiler.backend_compile_and_load = backend_compile_and_load
+        _HOOKED = True
+
+
+def enabled() -> bool:
+    """Whether small graphs are compiled here (``TOSA_JAX_SEQUENTIAL=0`` turns it off)."""
+    return os.environ.get(ENV, "").strip().lower() not in ("0", "off", "false", "no")
+
+
+def compile_with(compile: Callable[[], Any]) -> Any:
+    """``compile()`` (a ``jax.stages.Lowered.compile`` call) with its one-device CPU executable
+    compiled without intra-op tasks where that can be done; the ``Compiled`` it returns."""
+    try:
+        _hook()
+    except Exception:  # another JAX: compile as usual
+        return compile()
+    pending: list[bytes | None] = []
+    token = _PENDING.set(pending)
+    try:
+        compiled = compile()
+    finally:
+        _PENDING.reset(token)
+    if not pending and executable_bytes(compiled) is None:
+        # JAX's in-memory cache gave an executable compiled before, whose bytes are no longer
+        # remembered: it may be one of the second client's, so it is never serialized.
+        setattr(compiled, _UNKNOWN, True)
+    return compiled
+
+
+def executable_bytes(compiled: Any) -> bytes | None:
+    """The serialized executable of a ``Compiled`` loaded from the second client (kept when it
+    was compiled), else None."""
+    try:
+        exe = compiled.runtime_executable()
+    except Exception:
+        return None
+    with _LOCK:
+        held = _BYTES.get(id(exe))
+    return held[1] if held is not None and held[0] is exe else None
+
+
+def serializable(compiled: Any) -> bool:
+    """False for an executable that may have come from the second client with its bytes
+    forgotten (serializing it would drop its code)."""
+    return not getattr(compiled, _UNKNOWN, False)
+
+
+def serialize(compiled: Any) -> tuple[bytes, Any, Any]:
+    """``jax.experimental.serialize_executable.serialize(compiled)``, with the executable's
+    bytes from ``executable_bytes`` where it has them (re-serializing it would drop its code)."""
+    import jax
+    from jax._src.lib import xla_client as xc
+    from jax.experimental import serialize_executable
+
+    if not serializable(compiled):
+        raise ValueError("this executable's bytes are not known")
+    blob = executable_bytes(compiled)
+    if blob is None:
+        return serialize_executable.serialize(compiled)
+
+    class Pickler(serialize_executable._JaxPjrtPickler):
+        def persistent_id(self, obj: Any) -> Any:
+            if isinstance(obj, xc.LoadedExecutable):
+                return ("exec", blob)
+            return super().persistent_id(obj)
+
+    unloaded = getattr(compiled._executable, "_unloaded_executable", None)
+    if unloaded is None or compiled._params.const_args:
+        raise ValueError("this executable cannot be serialized")
+    args_info_flat, in_tree = jax.tree_util.tree_flatten(compiled.args_info)
+    with io.BytesIO() as file:
+        Pickler(file).dump((unloaded, args_info_flat, compiled._no_kwargs))
+        return file.getvalue(), in_tree, compiled.out_tree
