@@ -200,6 +200,7 @@ class Model:
             self.reset_state()
         # One executable per input signature, built (or read from the persistent cache) once.
         self._executables: dict[tuple[Any, ...], _Slot] = {}
+        self.floats = floats
         self.tiered = ((os.environ.get("TOSA_JAX_TIERED", "1").strip().lower()
                         not in ("0", "off", "false", "no")) if tiered is None else bool(tiered)
                        ) and not floats
@@ -594,13 +595,17 @@ class Model:
 
     def sequential(self, args: tuple[Any, ...] = (), samples: int = 1) -> bool:
         """Whether this graph's optimized executable for ``args`` (``samples`` calls' worth of
-        work in one) is compiled with no loop split into intra-op tasks: on the CPU, under
-        SEQUENTIAL_MACS multiply-adds and with no tensor of SEQUENTIAL_ELEMENTS
-        (``tosa_jax.seqcompile``)."""
+        work in one) is compiled with no loop split into intra-op tasks
+        (``tosa_jax.seqcompile``): on the CPU, an integer graph with no tensor of
+        SEQUENTIAL_INT_ELEMENTS, a graph with floats under SEQUENTIAL_MACS multiply-adds and
+        with no tensor of SEQUENTIAL_ELEMENTS."""
         from tosa_jax import seqcompile
 
-        return (seqcompile.enabled() and self._platform(args) == "cpu"
-                and (self.int_macs + self.float_macs) * samples < SEQUENTIAL_MACS
+        if not (seqcompile.enabled() and self._platform(args) == "cpu"):
+            return False
+        if not self.floats:
+            return self.largest_value * samples < SEQUENTIAL_INT_ELEMENTS
+        return ((self.int_macs + self.float_macs) * samples < SEQUENTIAL_MACS
                 and self.largest_value * samples < SEQUENTIAL_ELEMENTS)
 
     def compile(self, *args: Any, optimize: bool = True, **kwargs: Any) -> Model:
@@ -810,6 +815,15 @@ SEQUENTIAL_MACS = 5_000_000
 # (an int32 chain of 20 operations, XLA's split -> none, min of 7 rounds: 4 K elements 13.9 ->
 # 8.8 us, 16 K 16.3 -> 14.3 us, 64 K 34 -> 39 us, 1 M 292 -> 411 us).
 SEQUENTIAL_ELEMENTS = 32_768
+# Integer graphs, whatever their multiply-adds (integer convolutions and products are library
+# kernels, threaded or not at run time, not split loops), up to this largest tensor: their
+# loops are cheap vectorized arithmetic (a RESCALE, a TABLE's gather). Medians of 11
+# interleaved rounds, XLA's split -> none, two runs: bert_tiny_int8 (64 K elements) 0.91 and
+# 1.04, unet_int8 (96 K) 0.87 and 0.96; beyond it resnet_int8 (392 K) 0.96-0.97 and
+# mobilenetv2_int8 (1.2 M) 0.91-0.95, but 1.12-1.15 in separate processes: left to XLA. The
+# float graphs of those sizes lose (bert_tiny_fp32 1.10-1.14, unet_fp32 1.04-1.08): their
+# loops hold transcendentals (GELU's erf: 1.3 ns an element), which a second thread halves.
+SEQUENTIAL_INT_ELEMENTS = 131_072
 
 
 def quick_options(int_macs: int) -> dict[str, Any]:

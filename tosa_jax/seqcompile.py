@@ -16,8 +16,8 @@ a split task computes the same elements with the same code.
 Measured 2026-11-26 (batch 1, min of 9 interleaved rounds in one process, nice -10, the
 machine otherwise idle; default executable -> compiled here): cnn_int8 0.144 -> 0.066 ms,
 cnn_fp32 0.097 -> 0.056 ms, lstm_int8 0.39 -> 0.40 ms, unet_int8 4.6 -> 4.4 ms; but resnet_fp32
-9.0 -> 10.5 ms, mobilenetv2_fp32 6.4 -> 7.4 ms, bert_tiny_fp32 1.40 -> 1.57 ms: large graphs
-keep XLA's split (see ``tosa_jax.model.SEQUENTIAL_MACS``).
+9.0 -> 10.5 ms, mobilenetv2_fp32 6.4 -> 7.4 ms, bert_tiny_fp32 1.40 -> 1.57 ms: large float
+graphs keep XLA's split (``tosa_jax.model.Model.sequential`` chooses).
 
 The executable is handed to JAX through ``jax._src.compiler.backend_compile_and_load``, wrapped
 while ``compile_with`` runs (JAX's own compile cache, when a user turns it on, gets the plain

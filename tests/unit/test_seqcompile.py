@@ -17,7 +17,7 @@ import tosa_jax
 from tosa_jax import hostexec, seqcompile
 from tosa_jax.cache import flush
 from tosa_jax.ir import GraphBuilder
-from tosa_jax.model import SEQUENTIAL_ELEMENTS, compile_lowered
+from tosa_jax.model import SEQUENTIAL_ELEMENTS, SEQUENTIAL_INT_ELEMENTS, compile_lowered
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 SPLIT = 'outer_dimension_partitions":["'
@@ -84,16 +84,20 @@ print(m.compile_source, host_jax, host.tobytes().hex(), m(x).tobytes().hex())
 
 
 def test_which_graphs() -> None:
-    """Few multiply-adds and no large tensor: sequential; a large tensor, or a batch of
+    """No large tensor (larger for integer graphs): sequential; a large tensor, or a batch of
     samples in one executable: XLA's split; TOSA_JAX_SEQUENTIAL=0: never."""
     small = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
     assert small.sequential() and not small.sequential(samples=64)
-    b = GraphBuilder()
-    side = int(np.sqrt(SEQUENTIAL_ELEMENTS)) + 1
-    a = b.input("a", (side, side), "INT32")
-    c = b.input("c", (side, side), "INT32")
-    graph = b.build([b.op("ADD", [a, c], (side, side), "INT32")])
-    assert not tosa_jax.load(graph, cache=False).sequential()
+
+    def add(dtype: str, elements: int) -> tosa_jax.Model:
+        b = GraphBuilder()
+        a, c = b.input("a", (elements,), dtype), b.input("c", (elements,), dtype)
+        return tosa_jax.load(b.build([b.op("ADD", [a, c], (elements,), dtype)]), cache=False)
+
+    assert add("INT32", SEQUENTIAL_ELEMENTS).sequential()
+    assert not add("INT32", SEQUENTIAL_INT_ELEMENTS).sequential()
+    assert add("FP32", SEQUENTIAL_ELEMENTS - 1).sequential()
+    assert not add("FP32", SEQUENTIAL_ELEMENTS).sequential()
 
 
 def test_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
