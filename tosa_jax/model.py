@@ -803,13 +803,13 @@ EAGER_UPGRADE_FLOPS = 5e6
 # its 16a8w LSTM 4.1 -> 0.7 ms; ds_cnn INT (2.7 M) 4.9 -> 3.7 ms (batch 1 1.0 -> 2.8);
 # the zoo's lstm_int8 (3.3 M) 3.6 -> 2.5 ms; but resnet8 INT (12.5 M) 33 -> 59 ms.
 QUICK_LIBRARY_MACS = 4_000_000
-# A graph of fewer multiply-adds a call than this is compiled with no loop fusion split into
-# intra-op tasks (tosa_jax.seqcompile): handing a task to the other thread and waiting for it
-# costs more than such a graph's loops compute. Measured 2026-11-26, batch 1, XLA's executable
-# -> this one (min of 9 interleaved rounds, one process): cnn_int8 (0.3 M) 0.144 -> 0.066 ms,
-# cnn_fp32 (0.3 M) 0.097 -> 0.056 ms, lstm_int8 (3.3 M) and the fixtures without split loops
-# alike; above it, the large FP32 graphs lose (resnet_fp32, 483 M, 9.0 -> 10.5 ms;
-# mobilenetv2_fp32 6.4 -> 7.4 ms; bert_tiny_fp32, 59 M, 1.40 -> 1.57 ms).
+# A graph with floats of fewer multiply-adds a call than this is compiled with no loop fusion
+# split into intra-op tasks (tosa_jax.seqcompile): handing a task to the other thread and
+# waiting for it costs more than such a graph's loops compute. Measured 2026-11-26, batch 1,
+# XLA's executable -> this one (min of 9 interleaved rounds, one process): cnn_int8 (0.3 M)
+# 0.144 -> 0.066 ms, cnn_fp32 (0.3 M) 0.097 -> 0.056 ms, lstm_int8 (3.3 M) and the fixtures
+# without split loops alike; above it, the large FP32 graphs lose (resnet_fp32, 483 M,
+# 9.0 -> 10.5 ms; mobilenetv2_fp32 6.4 -> 7.4 ms; bert_tiny_fp32, 59 M, 1.40 -> 1.57 ms).
 SEQUENTIAL_MACS = 5_000_000
 # ... and no tensor of this many elements or more: a loop over it gains from a second thread
 # (an int32 chain of 20 operations, XLA's split -> none, min of 7 rounds: 4 K elements 13.9 ->

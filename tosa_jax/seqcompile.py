@@ -7,11 +7,11 @@ vectorized. Each split task is handed to the client's intra-op thread pool and w
 and on this project's 2-core VM that round trip costs more than the work: cnn_int8 spent a
 third of its call in the pool's work stealing (perf). The number of tasks is capped by the
 compiling client's intra-op thread count (``max_parallelism``), which XLA fixes when the client
-is made (from ``NPROC``, else the CPUs), not per compile. So a graph with little work is
-compiled by a second CPU client made with one intra-op thread, and its serialized executable is
-loaded into JAX's client, where it runs as any other (its library kernels, Eigen's and
-YNNPACK's, still use JAX's threads: they take the pool at run time). Results are bit-identical:
-a split task computes the same elements with the same code.
+is made (from ``NPROC``, else the CPUs it may run on), not per compile. So a graph with little
+work is compiled by a second CPU client made with one intra-op thread, and its serialized
+executable is loaded into JAX's client, where it runs as any other (its library kernels,
+Eigen's and YNNPACK's, still use JAX's threads: they take the pool at run time). Results are
+bit-identical: a split task computes the same elements with the same code.
 
 Measured 2026-11-26 (batch 1, min of 9 interleaved rounds in one process, nice -10, the
 machine otherwise idle; default executable -> compiled here): cnn_int8 0.144 -> 0.066 ms,
@@ -54,22 +54,36 @@ _HOOKED = False
 
 
 def _client() -> Any:
-    """A CPU client of one device and one intra-op thread, made once a process. XLA reads the
-    thread count from ``NPROC`` when a client is made; it is set for that moment only."""
+    """A CPU client of one device and one intra-op thread, made once a process. XLA sizes a
+    client's pool from ``NPROC``, else from the CPUs the calling thread may run on: this thread
+    is held to one CPU while the client is made (the client's own threads keep that mask; they
+    only compile). Where that cannot be done, or ``NPROC`` is set, ``NPROC`` is set to 1 for
+    that moment (the process environment: another thread reading it then would race)."""
     global _CLIENT
     with _LOCK:
         if _CLIENT is None:
             from jaxlib import _jax
 
-            before = os.environ.get("NPROC")
-            os.environ["NPROC"] = "1"
-            try:
-                _CLIENT = _jax.get_tfrt_cpu_client(asynchronous=False, num_devices=1)
-            finally:
-                if before is None:
-                    del os.environ["NPROC"]
-                else:
-                    os.environ["NPROC"] = before
+            def make() -> Any:
+                return _jax.get_tfrt_cpu_client(asynchronous=False, num_devices=1)
+
+            if hasattr(os, "sched_setaffinity") and "NPROC" not in os.environ:
+                mask = os.sched_getaffinity(0)  # (0: this thread)
+                os.sched_setaffinity(0, {min(mask)})
+                try:
+                    _CLIENT = make()
+                finally:
+                    os.sched_setaffinity(0, mask)
+            else:
+                before = os.environ.get("NPROC")
+                os.environ["NPROC"] = "1"
+                try:
+                    _CLIENT = make()
+                finally:
+                    if before is None:
+                        del os.environ["NPROC"]
+                    else:
+                        os.environ["NPROC"] = before
     return _CLIENT
 
 

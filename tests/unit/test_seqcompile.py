@@ -126,3 +126,23 @@ def test_an_executable_given_again_by_jax(monkeypatch: pytest.MonkeyPatch) -> No
     forgotten = compile_lowered(lowered, model.xla_options(args), sequential=True)
     assert not seqcompile.serializable(forgotten)
     assert _serialize(forgotten) is None and hostexec.entry_of(forgotten) is None
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_getaffinity"), reason="Linux")
+def test_the_callers_cpus_are_left_alone() -> None:
+    """The second client is made with its creating thread held to one CPU; the thread gets its
+    CPUs back, and JAX's client keeps all of them."""
+    import os
+
+    before = os.sched_getaffinity(0)
+    seqcompile._client()
+    assert os.sched_getaffinity(0) == before
+    x = _input("cnn_fp32")
+    model = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
+    model.compile(x)
+    assert SPLIT not in _slot(model).exe.as_text()
+    # XLA's own compile in this process still splits loops: JAX's client has every CPU
+    if len(before) > 1:
+        args = (jax.device_put(x),)
+        jax.clear_caches()
+        assert SPLIT in compile_lowered(model._lower(args), model.xla_options(args)).as_text()
