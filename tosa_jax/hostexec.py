@@ -142,6 +142,11 @@ def enabled() -> bool:
         return False
     if env in ("1", "on", "true", "yes"):
         return True
+    return tested_jaxlib()
+
+
+def tested_jaxlib() -> bool:
+    """Whether this jaxlib is one of TESTED_JAXLIB's releases (read without importing it)."""
     return _jaxlib_version().startswith(TESTED_JAXLIB)
 
 

@@ -98,13 +98,15 @@ def _hook() -> None:
         from jaxlib import _jax
 
         original = compiler.backend_compile_and_load
+        persistent_cache = compilation_cache.is_persistent_cache_enabled
 
-        def backend_compile_and_load(backend: Any, module: Any, executable_devices: Any,
-                                     options: Any, host_callbacks: Any) -> Any:
+        def backend_compile_and_load(*args: Any, **kwargs: Any) -> Any:
             pending = _PENDING.get()
-            if (pending is not None and not host_callbacks and backend.platform == "cpu"
-                    and len(executable_devices) == 1
-                    and not compilation_cache.is_persistent_cache_enabled()):
+            if pending is None or kwargs or len(args) != 5:  # not ours, or another JAX's call
+                return original(*args, **kwargs)
+            backend, module, executable_devices, options, host_callbacks = args
+            if (not host_callbacks and backend.platform == "cpu"
+                    and len(executable_devices) == 1 and not persistent_cache()):
                 try:
                     client = _client()
                     exe = client.compile_and_load(
@@ -120,17 +122,25 @@ def _hook() -> None:
                         while len(_BYTES) > REMEMBERED:
                             _BYTES.popitem(last=False)
                     return loaded
-            if pending is not None:
-                pending.append(None)
-            return original(backend, module, executable_devices, options, host_callbacks)
+            pending.append(None)
+            return original(*args)
 
         compiler.backend_compile_and_load = backend_compile_and_load
         _HOOKED = True
 
 
 def enabled() -> bool:
-    """Whether small graphs are compiled here (``TOSA_JAX_SEQUENTIAL=0`` turns it off)."""
-    return os.environ.get(ENV, "").strip().lower() not in ("0", "off", "false", "no")
+    """Whether small graphs are compiled here: ``TOSA_JAX_SEQUENTIAL=0`` turns it off, ``=1``
+    on; by default on with the jaxlib releases whose private API (JAX's backend compile, the
+    CPU client) this was written and tested against, hostexec's."""
+    env = os.environ.get(ENV, "").strip().lower()
+    if env in ("0", "off", "false", "no"):
+        return False
+    if env in ("1", "on", "true", "yes"):
+        return True
+    from tosa_jax import hostexec
+
+    return hostexec.tested_jaxlib()
 
 
 def compile_with(compile: Callable[[], Any]) -> Any:
