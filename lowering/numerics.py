@@ -253,28 +253,8 @@ def exact_bf16_dot(a: Array, b: Array, dims: Any) -> Array:
 # reference model of tosa-tools 2026.8 checks while running, each probed against it in
 # tests/unit/test_requires.py; like it, the accumulators of convolutions and MATMUL and their
 # bias additions are not checked (they wrap).
-REQUIRE_RULES: dict[str, str] = {
-    "add": "apply_add_s: the sum overflows its type (int32, or int64 for INT64)",
-    "sub": "apply_sub_s: the difference overflows its type (int32, or int64 for INT64)",
-    "negate": "apply_sub_s(0, value): the negated value overflows (INT32_MIN, INT64_MIN)",
-    "mul": "the rounded, shifted product does not fit int32",
-    "div_zero": "value2 != 0 (division by zero)",
-    "div_range": "the quotient fits its type (minimum / -1 does not)",
-    "shift": "0 <= value2 < the element width",
-    "pow_negative": "value1 >= 0",
-    "pow_zero": "value1 > 0 || value2 > 0",
-    "pow_nan": "!isNaN(value1) && !isNaN(value2)",
-    "pow_finite": "is_finite(value1) && is_finite(value2)",
-    "sum": "apply_add_s: a partial sum overflows its type (int32, or int64 for INT64)",
-    "index": "0 <= k < K (index within the values)",
-    "scatter_once": "output_modified[n, k, c] == false (no row written twice)",
-    "multiplier": "apply_scale: multiplier >= 0",
-    "scale_shift": "apply_scale: 2 <= shift <= 62",
-    "scale_value": "apply_scale_32: value within [-(1 << (shift - 1)), 1 << (shift - 1))",
-    "scale_result": "apply_scale_16: the result fits int32",
-    "table_slope": "apply_lookup_s: the slope between the two entries read fits int16",
-}
-RULE_NAMES = tuple(REQUIRE_RULES)
+# The rule texts live in tosa_jax.violations (no JAX: a flag is decoded without it).
+from tosa_jax.violations import REQUIRE_RULES, RULE_NAMES  # noqa: E402, F401
 
 _REQUIRES: contextvars.ContextVar[list[tuple[str, Any]] | None] = contextvars.ContextVar(
     "tosa_jax_requires", default=None)

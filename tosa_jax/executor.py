@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
@@ -37,14 +36,21 @@ from tosa_jax.layout import Laid
 from tosa_jax.lowering import LOWERINGS, Node, WithState
 from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
-    REQUIRE_RULES,
-    RULE_NAMES,
     collecting_requires,
     fusion_boundary,
     is_host,
     lowering_target,
 )
 from tosa_jax.ranges import BlockRanges
+from tosa_jax.violations import (  # noqa: F401 (the flag's readers, also importable from here)
+    ROLLED,
+    RULE_NAMES,
+    describe_violation,
+    runtime_checks,
+    violation_is_error,
+)
+from tosa_jax.violations import blocks as _blocks
+from tosa_jax.violations import where as _where
 
 # Operators that XLA fuses into their users (elementwise and data layout). An integer result of
 # one of them used by two or more operators is computed once (numerics.fusion_boundary): XLA
@@ -66,11 +72,6 @@ def _arity(op: str) -> tuple[int, bool, frozenset[str]]:
     variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
     attrs = frozenset(p.name for p in params if p.kind == p.KEYWORD_ONLY)
     return len(positional), variadic, attrs
-
-
-def _where(op: Operator, i: int, block: Block) -> str:
-    return f"{op.op} (operator #{i} of block {block.name!r}" + (
-        f", at {op.location})" if op.location else ")")
 
 
 def check_block(graph: Graph, block: Block, _running: tuple[int, ...] = ()) -> None:
@@ -242,32 +243,7 @@ def _shared(block: Block) -> frozenset[str]:
 # the same flag, numbered after the REQUIREs, and an operator's are checked before it runs, as
 # the pseudocode's come first.
 REQUIRES_KEY = "\0requires"
-ROLLED = 1 << 30
 NO_VIOLATION = np.zeros(2, np.int32)
-
-
-def _blocks(graph: Graph) -> list[Block]:
-    return [b for r in graph.regions for b in r.blocks]
-
-
-_RUNTIME_CHECKS: dict[int, list[Any]] = {}
-
-
-def runtime_checks(graph: Graph, known: Sequence[Any] | None = None) -> list[Any]:
-    """The graph's ERROR_IFs on values given when it runs (``profiles.checks.RuntimeCheck``),
-    in a fixed order (a flag's rule number past the REQUIREs indexes it); once per graph
-    object: ``known``, the graph's analysis's own list where the caller has validated it (a
-    Model: no second analysis while tracing), else analysed here."""
-    key = id(graph)
-    found = _RUNTIME_CHECKS.get(key)
-    if found is None:
-        if known is None:
-            from tosa_jax.profiles.checks import analyse
-
-            known = analyse(graph).runtime_checks
-        found = _RUNTIME_CHECKS[key] = list(known)
-        weakref.finalize(graph, _RUNTIME_CHECKS.pop, key, None)
-    return found
 
 
 def _checks_by_operator(graph: Graph) -> dict[tuple[str, int], list[tuple[int, Any]]]:
@@ -290,30 +266,6 @@ def _first_violation(flag: Any, found: list[tuple[int, Any]], site: int) -> Any:
         else:
             flag = jnp.where((flag[0] == 0) & violated, code, jnp.asarray(flag, jnp.int32))
     return flag
-
-
-def violation_is_error(flag: Any) -> bool:
-    """Whether the flag of a checked run holds a broken ERROR_IF (the graph is in error),
-    not a REQUIRE (its result is unpredictable)."""
-    return int(np.asarray(flag).reshape(-1)[0]) > len(RULE_NAMES)
-
-
-def describe_violation(graph: Graph, flag: Any) -> str | None:
-    """What the flag of a checked run says: None, or the operator and the rule."""
-    rule, site = (int(v) for v in np.asarray(flag).reshape(-1)[:2])
-    if rule == 0:
-        return None
-    if rule > len(RULE_NAMES):
-        return f"{runtime_checks(graph)[rule - len(RULE_NAMES) - 1]}: the graph is in error"
-    block = _blocks(graph)[(site & ~ROLLED) >> 20]
-    index = site & 0xFFFFF
-    if site & ROLLED:
-        where = (f"an operator in a step of the recurrence rolled into a loop from operator "
-                 f"#{index} of block {block.name!r}")
-    else:
-        where = _where(block.operators[index], index, block)
-    return (f"{where}: REQUIRE({REQUIRE_RULES[RULE_NAMES[rule - 1]]}) fails for these inputs: "
-            "the result is unpredictable")
 
 
 def evaluate_block(graph: Graph, block: Block, args: Sequence[Any]) -> tuple[Any, ...]:

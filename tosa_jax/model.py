@@ -692,7 +692,7 @@ class Model:
         *outs, flag = results
         if int(np.asarray(flag).reshape(-1)[0]) == 0:
             return tuple(outs), None, False
-        from tosa_jax.executor import describe_violation, violation_is_error
+        from tosa_jax.violations import describe_violation, violation_is_error
 
         return tuple(outs), describe_violation(self.graph, flag), violation_is_error(flag)
 

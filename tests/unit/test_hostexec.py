@@ -366,3 +366,28 @@ def test_exit_while_preparing_is_clean(linger: float) -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "TOSA_JAX_HOSTEXEC": "1", "JAX_PLATFORMS": "cpu"})
     assert run.returncode == 0 and "FATAL" not in run.stderr, (run.returncode, run.stderr[-300:])
+
+
+def test_a_broken_require_is_named_without_jax(tmp_path: Path) -> None:
+    """``reference_model.run`` from the cache names a REQUIRE that the inputs break (an int32
+    ADD that overflows: TOSA_UNPREDICTABLE, as the binding says) without importing JAX: the
+    flag is decoded by tosa_jax.violations (before, this imported JAX, 0.3-1.4 s warm)."""
+    from tosa_jax import serialization
+    from tosa_jax.ir import GraphBuilder
+
+    b = GraphBuilder()
+    a, c = b.input("a", (4,), "INT32"), b.input("c", (4,), "INT32")
+    path = tmp_path / "add.tosa"
+    path.write_bytes(serialization.write(b.build([b.op("ADD", [a, c], (4,), "INT32")])))
+    big = np.full(4, 2**31 - 1, np.int32)
+    np.save(tmp_path / "a.npy", big)
+    code = """
+import sys, json, numpy as np
+from tosa_jax import reference_model as rm
+x = np.load(sys.argv[2])
+outs, status = rm.run(open(sys.argv[1], "rb").read(), [x, x])
+print(json.dumps({"status": status.name, "jax": "jax" in sys.modules}))
+"""
+    runs = _two_processes(code, tmp_path / "cache", str(path), str(tmp_path / "a.npy"))
+    assert [r["status"] for r in runs] == ["TOSA_UNPREDICTABLE"] * 2
+    assert runs[1]["jax"] is False
