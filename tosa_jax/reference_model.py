@@ -20,7 +20,7 @@ The conventions, each checked against the binding in tests/unit/test_reference_m
   RESCALE output keeps its bits in the signed type), BOOL as bool. INT48 outputs come back as
   int64 values; the binding cannot convert INT48 (it returns an empty float64 array).
 * inputs that break a REQUIRE depending on the values (an int32 ADD that overflows, an index
-  out of range: ``lowering.numerics.REQUIRE_RULES``, the ones the binding checks while running)
+  out of range: ``tosa_jax.violations.REQUIRE_RULES``, the ones the binding checks while running)
   return ``TOSA_UNPREDICTABLE`` with the outputs as computed (the model is loaded with
   ``check_requires=True``).
 * a graph that breaks an ERROR_IF returns ``TOSA_ERROR`` with zero-filled outputs, as the
