@@ -24,6 +24,7 @@ from jax import lax
 
 # The type tables and the Wide pair live with the IR; re-exported here for the lowerings.
 from tosa_jax.ir import CODE_TYPES, INT_RANGES, Wide, wide_from_numpy, wide_to_numpy  # noqa: F401
+from tosa_jax.violations import REQUIRE_RULES
 
 Array = Any  # a jax.Array or numpy array
 
@@ -253,8 +254,7 @@ def exact_bf16_dot(a: Array, b: Array, dims: Any) -> Array:
 # reference model of tosa-tools 2026.8 checks while running, each probed against it in
 # tests/unit/test_requires.py; like it, the accumulators of convolutions and MATMUL and their
 # bias additions are not checked (they wrap).
-# The rule texts live in tosa_jax.violations (no JAX: a flag is decoded without it).
-from tosa_jax.violations import REQUIRE_RULES, RULE_NAMES  # noqa: E402, F401
+# The rule texts live in tosa_jax.violations (REQUIRE_RULES: no JAX, a flag is decoded without it).
 
 _REQUIRES: contextvars.ContextVar[list[tuple[str, Any]] | None] = contextvars.ContextVar(
     "tosa_jax_requires", default=None)

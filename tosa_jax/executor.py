@@ -42,13 +42,7 @@ from tosa_jax.lowering.numerics import (
     lowering_target,
 )
 from tosa_jax.ranges import BlockRanges
-from tosa_jax.violations import (  # noqa: F401 (the flag's readers, also importable from here)
-    ROLLED,
-    RULE_NAMES,
-    describe_violation,
-    runtime_checks,
-    violation_is_error,
-)
+from tosa_jax.violations import ROLLED, RULE_NAMES, runtime_checks
 from tosa_jax.violations import blocks as _blocks
 from tosa_jax.violations import where as _where
 
