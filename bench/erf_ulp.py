@@ -19,11 +19,10 @@ import numpy as np
 
 try:
     from scipy.special import erf as erf64
-    from scipy.special import erfc as erfc64
 except ImportError:
     sys.exit("bench/erf_ulp.py needs scipy (float64 erf): pip install scipy")
 
-SPLIT, SMALL_DEGREE, LARGE_DEGREE, Z_MAX = 0.75, 5, 6, 4.0
+SPLIT, ONE, SMALL_DEGREE, LARGE_DEGREE = 0.75, 3.92, 5, 16
 
 
 def _minimax_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, degree: int) -> tuple:
@@ -35,23 +34,24 @@ def _minimax_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, degree: int) -> tu
         e = np.abs(w * (np.polynomial.polynomial.polyval(x, c) - y))
         ww *= (e / e.max() + 1e-3) ** 0.5
         ww /= ww.mean()
-    print(f"  max weighted error {e.max():.3g}")
+    print(f"  max relative error {e.max():.3g}")
     return tuple(float(v) for v in c[::-1])
 
 
 def fit() -> None:
-    """erf(z)/z in s = z*z on [0, SPLIT] (relative error); log(erfc(z)/t) + z*z in t - center,
-    t = 1/(1 + z/2), on [SPLIT, Z_MAX], weighted by what an error there does to erf in f32 ULPs."""
+    """erf(z)/z in s = z*z on [0, SPLIT] (relative error, reweighted); erf(z) on [SPLIT, ONE] in
+    u = (z - mid) / half-width, a Chebyshev least-squares fit turned into powers of u (its
+    coefficients stay below 1: Horner's rule in f32 adds about an ULP)."""
     z = np.linspace(1e-4, SPLIT, 200001)
     y = erf64(z) / z
     print("ERF_SMALL =", _minimax_fit(z * z, y, 1 / y, SMALL_DEGREE))
-    z = np.linspace(SPLIT, Z_MAX, 400001)
-    t = 1 / (1 + z / 2)
-    center = float((t.min() + t.max()) / 2)
+    z = np.linspace(SPLIT, ONE, 400001)
+    u = (z - (ONE + SPLIT) / 2) / ((ONE - SPLIT) / 2)
+    c = np.polynomial.chebyshev.chebfit(u, erf64(z), LARGE_DEGREE)
     ulp = 2.0 ** (np.floor(np.log2(erf64(z))) - 23)
-    g = np.log(erfc64(z) / t) + z * z
-    print("ERF_CENTER =", center)
-    print("ERF_LARGE =", _minimax_fit(t - center, g, erfc64(z) / ulp, LARGE_DEGREE))
+    err = np.abs(np.polynomial.chebyshev.chebval(u, c) - erf64(z)) / ulp
+    print(f"  max error {err.max():.3g} ULP")
+    print("ERF_LARGE =", tuple(float(v) for v in np.polynomial.chebyshev.cheb2poly(c)[::-1]))
 
 
 def ulps(x: np.ndarray, y: np.ndarray) -> np.ndarray:

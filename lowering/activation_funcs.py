@@ -30,21 +30,23 @@ def clamp(node: Node, input: Any, *, min_val: Any, max_val: Any, nan_mode: str) 
     return apply_min_s(value, np.asarray(hi, x.dtype), nan_mode)
 
 
-# erf in f32 within 2.5 ULP of the exact value (ERF allows 5): erf(z)/z as a polynomial in z*z
-# below ERF_SPLIT, above it 1 - erfc(z) with erfc(z) = t * exp(Q(t - ERF_CENTER) - z*z),
-# t = 1 / (1 + z/2), where erfc's small absolute error is all that reaches the result. The
-# coefficients are weighted least-squares fits (reweighted toward minimax) to float64 erf and
-# erfc, made and checked by bench/erf_ulp.py: every f32 in [2**-6, 4.5] (erf rounds to 1 beyond)
-# and a sample below and of the negatives, 2.47 ULP at most, where XLA's erf alone is 6.7 ULP
-# off near |x| = 3.8 and erf/erfc chosen at 0.5 (the former form) 4.0. One exp, one division
-# and a dozen multiply-adds an element: the former form evaluated XLA's erf and erfc (itself an
-# erf, an exp and two rational functions) everywhere, 4x the time of erf alone.
-ERF_SPLIT = 0.75
+# erf in f32 within 2.5 ULP of the exact value (ERF allows 5), in multiply-adds alone: erf(z)/z
+# as a polynomial in z*z below ERF_SPLIT, erf itself as a polynomial in (z - mid) / half-width
+# up to ERF_ONE (erf rounds to 1 in f32 above). The coefficients are least-squares fits to
+# float64 erf (the first reweighted toward minimax), made and checked by bench/erf_ulp.py: every
+# f32 in [2**-6, 4.5] and a sample below and of the negatives, 2.47 ULP at most, where XLA's erf
+# alone is 6.7 ULP off near |x| = 3.8 and erf/erfc chosen at 0.5 (the former form) 4.0. About
+# 25 multiply-adds an element, against the former form's XLA erf and erfc everywhere (an exp, a
+# division and four rational functions): a GELU's ERF takes 40% of the time (1 M elements).
+ERF_SPLIT, ERF_ONE = 0.75, 3.92
 ERF_SMALL = (-0.0006750092398549941, 0.0051144213796984256, -0.02683465905132067,
              0.1128337720807228, -0.37612618796919356, 1.1283791655003825)
-ERF_CENTER = 0.5303030303030303
-ERF_LARGE = (-0.10090814817120211, 0.3257750204484346, -0.11587614323447218,
-             -0.39172107249340804, 0.15448863714940625, 1.3557134180830845, -0.630864498846988)
+ERF_LARGE = (-0.00017985331153194675, -0.0001798703003564976, 0.0016484531296121297,
+             -0.0003306313908691983, -0.005740053995275562, 0.007606898680308959,
+             0.003934320864666873, -0.022960267975254724, 0.028625607094580376,
+             -0.002049045250115584, -0.04946727221372141, 0.09107822236109046,
+             -0.09390950671622453, 0.06359009892473903, -0.028374557476062927,
+             0.007666756673874647, 0.9990406647553349)
 
 
 def _horner(coefficients: tuple[float, ...], v: Any) -> Any:
@@ -57,10 +59,11 @@ def _horner(coefficients: tuple[float, ...], v: Any) -> Any:
 
 def _erf(x: Any) -> Any:
     z = jnp.abs(x)
-    s = z * z
-    small = z * _horner(ERF_SMALL, s)
-    t = 1 / (1 + 0.5 * z)
-    large = 1 - t * jnp.exp(_horner(ERF_LARGE, t - ERF_CENTER) - s)
+    small = z * _horner(ERF_SMALL, z * z)
+    mid, half = (ERF_ONE + ERF_SPLIT) / 2, (ERF_ONE - ERF_SPLIT) / 2
+    large = _horner(ERF_LARGE, (z - mid) * (1 / half))
+    # z >= ERF_ONE (not z < ERF_ONE) keeps NaN on the polynomial's path: erf(NaN) is NaN
+    large = jnp.where(z >= ERF_ONE, 1.0, large)
     return jnp.copysign(jnp.where(z < ERF_SPLIT, small, large), x)
 
 
