@@ -822,7 +822,8 @@ SEQUENTIAL_ELEMENTS = 32_768
 # 1.04, unet_int8 (96 K) 0.87 and 0.96; beyond it resnet_int8 (392 K) 0.96-0.97 and
 # mobilenetv2_int8 (1.2 M) 0.91-0.95, but 1.12-1.15 in separate processes: left to XLA. The
 # float graphs of those sizes lose (bert_tiny_fp32 1.10-1.14, unet_fp32 1.04-1.08): their
-# loops hold transcendentals (GELU's erf: 1.3 ns an element), which a second thread halves.
+# loops hold transcendentals (GELU's erf: 1.3 ns an element in the erf/erfc form of then; the
+# polynomial ERF since takes about 40% of that), which a second thread halves.
 SEQUENTIAL_INT_ELEMENTS = 131_072
 
 
