@@ -63,7 +63,7 @@ def _erf(x: Any) -> Any:
     mid, half = (ERF_ONE + ERF_SPLIT) / 2, (ERF_ONE - ERF_SPLIT) / 2
     large = _horner(ERF_LARGE, (z - mid) * (1 / half))
     # z >= ERF_ONE (not z < ERF_ONE) keeps NaN on the polynomial's path: erf(NaN) is NaN
-    large = jnp.where(z >= ERF_ONE, 1.0, large)
+    large = jnp.where(z >= ERF_ONE, jnp.ones_like(large), large)
     return jnp.copysign(jnp.where(z < ERF_SPLIT, small, large), x)
 
 

@@ -276,7 +276,14 @@ def test_bit_identical_across_calls_batches_and_x64(graph: str, seeds: dict[str,
                            if isinstance(got, tosa_jax.Wide) else np.asarray(got))
                     for i in range(n):
                         assert got[i].dtype == single[i][k].dtype
-                        assert got[i].tobytes() == single[i][k].tobytes(), (x64, n, i, spec)
+                        if graph == "fp32":
+                            # XLA CPU picks a matrix-product kernel per batch shape, and its
+                            # order of summation with it: on an AVX2 machine (Zen 3) a batch of
+                            # 7 rounds MATMUL differently from 1 (the spec bounds float results,
+                            # DOT_PRODUCT mode for MATMUL; bits are promised for integers)
+                            np.testing.assert_array_max_ulp(got[i], single[i][k], maxulp=8)
+                        else:
+                            assert got[i].tobytes() == single[i][k].tobytes(), (x64, n, i, spec)
     if graph != "fp32":  # integers: the reference model's values too
         names = [s.name for s in model.outputs]
         for i in (0, 63):
