@@ -5,10 +5,12 @@ evaluate tests tie to the reference model)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,20 +34,30 @@ def _eval(graph: Path, samples: Path, out: Path, *extra: str) -> list[str]:
 
 
 def _run_together(commands: list[list[str]]) -> list[subprocess.CompletedProcess[str]]:
-    """Start the commands at once and wait for all (killing all after TIMEOUT seconds)."""
+    """Start the commands at once and wait for all (killing all after TIMEOUT seconds). Their
+    output goes to files, not pipes: a process whose pipe nobody reads yet (the others are
+    waited for in turn) blocks in its next write, XLA's logging threads too, and can miss its
+    heartbeats (once, on a loaded machine, the coordinator declared one of these processes dead
+    and its log was never shown)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env) for c in commands]
-    done = []
-    try:
-        for c, p in zip(commands, procs):
-            stdout, stderr = p.communicate(timeout=TIMEOUT)
-            done.append(subprocess.CompletedProcess(c, p.returncode, stdout, stderr))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    with contextlib.ExitStack() as stack:
+        files = [(stack.enter_context(tempfile.TemporaryFile("w+")),
+                  stack.enter_context(tempfile.TemporaryFile("w+"))) for _ in commands]
+        procs = [subprocess.Popen(c, stdout=o, stderr=e, text=True, env=env)
+                 for c, (o, e) in zip(commands, files)]
+        try:
+            for p in procs:
+                p.wait(timeout=TIMEOUT)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        done = []
+        for c, p, (o, e) in zip(commands, procs, files):
+            o.seek(0)
+            e.seek(0)
+            done.append(subprocess.CompletedProcess(c, p.returncode, o.read(), e.read()))
     return done
 
 
