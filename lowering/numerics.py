@@ -1109,7 +1109,7 @@ def reciprocal_scale(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # normal_max<out_t>() + 0.5 ulp: the largest magnitude that rounds to normal_max
 # (get_largest_value_rounding_to_normal_max, numeric_conversion_helpers.tosac).
 BLOCK_OUT_MAX = {"FP8E4M3": 448.0 + 16.0, "FP8E5M2": 57344.0 + 4096.0, "FP6E3M2": 28.0 + 2.0,
-                 "FP6E2M3": 7.5 + 0.125, "FP4E2M1": 6.0 + 1.0, "MXINT8": 127 / 64 + 1 / 128}
+                 "FP6E2M3": 7.5 + 0.25, "FP4E2M1": 6.0 + 1.0, "MXINT8": 127 / 64 + 1 / 128}
 
 
 def block_scale_exponent(max_abs: Array, out_t: str) -> Array:

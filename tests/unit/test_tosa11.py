@@ -356,6 +356,36 @@ def test_bs32_contraction_not_a_multiple_of_the_block_is_refused() -> None:
         tosa_jax.load(tosa_jax.write(g.build([out])))
 
 
+def test_block_scale_bounds_against_the_reference() -> None:
+    """Blocks whose largest magnitude lies on either side of each type's bound normal_max +
+    0.5 ulp (FP6E2M3: 7.5 + 0.25, its top binade's ulp being 0.5), times 2^-3 ... 2^3: the
+    reference model's scales and values."""
+    from tosa_jax.lowering.numerics import BLOCK_OUT_MAX
+
+    for t, bound in BLOCK_OUT_MAX.items():
+        step = np.float32(bound) * np.float32(2.0 ** -7)
+        tops = (np.float32(bound) + step * np.arange(-3, 4, dtype=np.float32))[:, None]
+        tops = (tops * np.float32(2.0) ** np.arange(-3, 4, dtype=np.float32)).reshape(-1, 1)
+        x = np.concatenate([tops, tops * np.linspace(-0.9, 0.9, 31, dtype=np.float32)], axis=1)
+        g = GraphBuilder(V11)
+        a = g.input("a", x.shape, "FP32")
+        g.block.tensors["d"] = Tensor("d", x.shape, t)
+        g.block.tensors["s"] = Tensor("s", (len(x), 1), "FP8UE8M0")
+        g.block.operators.append(Operator("CAST_TO_BLOCK_SCALED", [a], ["d", "s"],
+                                          {"block_size": 32}))
+        data = tosa_jax.write(g.build(["d", "s"]))
+        ref = run_reference(data, {"a": x}, ["d", "s"])
+        got = tosa_jax.load(data, cache=False).run({"a": x})
+        np.testing.assert_array_equal(np.asarray(got["s"]).view(np.uint8),
+                                      np.asarray(ref["s"]).view(np.uint8).reshape(-1, 1),
+                                      err_msg=t)
+        theirs = np.asarray(ref["d"]).view(np.uint8).reshape(-1)
+        if t in ("FP4E2M1", "FP6E2M3", "FP6E3M2"):
+            theirs = serialization.unpack_bits(theirs, 4 if t == "FP4E2M1" else 6, x.size)
+        np.testing.assert_array_equal(np.asarray(got["d"]).view(np.uint8).reshape(-1), theirs,
+                                      err_msg=t)
+
+
 @pytest.mark.parametrize("out_t", ["FP8E4M3", "FP8E5M2", "FP6E3M2", "FP6E2M3", "FP4E2M1",
                                    "MXINT8"])
 def test_block_scale_exponent_is_the_smallest_k_of_the_definition(out_t: str) -> None:
