@@ -11,11 +11,14 @@ compiles a CPU executable on one device under JAX's default configuration (not w
 XLA re-serializes a deserialized CPU executable without its object code); it holds
 XLA's serialized executable with the shapes and numpy dtypes of its parameters and results.
 Its key needs no JAX: the graph's bytes, tosa_jax's code, the jax/jaxlib builds, ``XLA_FLAGS``
-and the host CPU. Only plain tensors cross this path (BOOL, INT8/16/32, FP16, FP32, BF16, FP8;
-numpy imports no DLPack tensor of the last two, so their bytes are copied out): wide and packed
-integers, FP6 codes and block-scaled tensors need JAX's conversions. Anything unexpected (an
-entry this jaxlib cannot load, a parameter count that does not match) makes the caller use the
-JAX path, which computes the same executable's results.
+and the host CPU. The executable's parameters and results are the graph function's flat
+arrays (``Model`` flattens and regroups them: INT48/INT64 as ``Wide`` int32/uint32 words, FP6 as
+uint8 codes, a block-scaled tensor as its values and FP8UE8M0 scales), of the numpy types in
+CARRIED_NUMPY: not FP4 (XLA's CPU buffers pack it two to a byte). numpy imports no DLPack tensor
+of ml_dtypes' types and jaxlib makes none of FP8UE8M0, so the bytes of a BF16, FP8 or FP8UE8M0
+result are copied out. Anything unexpected (an entry this jaxlib cannot load, a parameter
+count that does not match) makes the caller use the JAX path, which computes the same
+executable's results.
 """
 
 from __future__ import annotations
@@ -33,13 +36,15 @@ import numpy as np
 from tosa_jax import reroll, seqcompile
 from tosa_jax.cache import CompileCache, code_digest
 
-# TOSA element types whose device arrays are the numpy arrays callers pass and get back.
-PLAIN_TYPES = frozenset({"BOOL", "INT8", "INT16", "INT32", "FP16", "FP32", "BF16", "FP8E4M3",
-                         "FP8E5M2"})
-_PLAIN_NUMPY = frozenset({"bool", "int8", "int16", "int32", "float16", "float32", "bfloat16",
-                          "float8_e4m3fn", "float8_e5m2"})
+# The numpy types of the executable's parameters and results that this path carries: those of
+# every TOSA element type's arrays in the graph function (tosa_jax.model.host_leaves).
+CARRIED_NUMPY = frozenset({"bool", "int8", "int16", "int32", "uint8", "uint32", "float16",
+                           "float32", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+                           "float8_e8m0fnu"})
 # numpy imports no DLPack tensor of these (ml_dtypes') types: their bytes are copied instead.
 _RAW_DLPACK = frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2"})
+# jaxlib exports no DLPack tensor of these ("Unsupported dtype in DLTensor"): see _host_copy.
+_HOST_COPY = frozenset({"float8_e8m0fnu"})
 FORMAT = 1
 
 
@@ -102,16 +107,17 @@ def program_options() -> dict[str, str]:
 def entry_of(compiled: Any) -> dict[str, Any] | None:
     """The host entry of a JAX-compiled executable (``jax.stages.Compiled``, called on the JAX
     side), or None unless it is a one-device executable whose parameters are the flat
-    arguments and whose results the flat outputs, in order, of plain types and row-major."""
+    arguments and whose results the flat outputs, in order, of CARRIED_NUMPY types and
+    row-major."""
     try:
-        ins, kwargs = compiled.in_avals
-        outs = [o for o in _leaves(compiled.out_info)]
+        args, kwargs = compiled.in_avals
+        ins, outs = _leaves(args), _leaves(compiled.out_info)
         exe = compiled.runtime_executable()
         if (kwargs or not seqcompile.serializable(compiled)
                 or len(exe.get_parameter_layouts()) != len(ins)
                 or len(exe.get_output_layouts()) != len(outs)
                 or len(exe.local_devices()) != 1
-                or any(str(a.dtype) not in _PLAIN_NUMPY for a in (*ins, *outs))
+                or any(str(a.dtype) not in CARRIED_NUMPY for a in (*ins, *outs))
                 or any(tuple(o.format.layout.major_to_minor) != tuple(range(len(o.shape)))
                        for o in outs)):
             return None
@@ -313,7 +319,8 @@ class HostExecutable:
             bufs.append(j.batched_device_put(aval, sharding, [a], [self.device],
                                              enable_x64=False))
         results = self.exe.execute_sharded(bufs).consume_with_handlers(self._handlers)
-        return [_to_numpy(j.buffer_to_dlpack_managed_tensor(r), shape, dtype)
+        return [_host_copy(r, shape, dtype) if dtype.name in _HOST_COPY
+                else _to_numpy(j.buffer_to_dlpack_managed_tensor(r), shape, dtype)
                 for r, (shape, dtype) in zip(results, self.outs, strict=True)]
 
 
@@ -334,6 +341,19 @@ class _Aval:
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.shape, self.dtype, self.weak_type = shape, dtype, False
         self.ndim = len(shape)
+
+
+def _host_copy(result: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A result of a type jaxlib exports no DLPack tensor of (FP8UE8M0), its bytes copied out of
+    the CPU buffer, which must hold exactly its elements (row-major: entry_of checks the layout).
+    (jaxlib's own copy to numpy imports JAX; FP4, which XLA's CPU buffers hold two to a byte,
+    is not carried.)"""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if result.on_device_size_in_bytes() != nbytes:
+        raise ValueError(f"a result of {result.on_device_size_in_bytes()} bytes is not "
+                         f"{dtype}{list(shape)}")
+    raw = (ctypes.c_char * nbytes).from_address(result.unsafe_buffer_pointer()) if nbytes else b""
+    return np.frombuffer(raw, np.uint8).copy().view(dtype).reshape(shape)
 
 
 def _to_numpy(capsule: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -28,6 +28,7 @@ from tosa_jax.ir import (
     FLOAT_TYPES,
     HOST_DTYPES,
     INT_RANGES,
+    WIDE_TYPES,
     BlockScaled,
     Graph,
     Tensor,
@@ -40,6 +41,35 @@ from tosa_jax.ir import (
     wide_to_numpy,
 )
 from tosa_jax.limits import Limits, check_graph, human_bytes
+
+
+def host_leaves(spec: TensorSpec) -> list[tuple[tuple[int, ...], str]]:
+    """The (shape, numpy type) of each array that a tensor of ``spec`` is in the graph function,
+    in the order JAX flattens it: INT48/INT64 a ``Wide`` (int32 hi, uint32 lo words), FP6 its
+    uint8 codes, a block-scaled tensor its values' arrays then its scales; the cached
+    executable's parameters and results are these (``tosa_jax.hostexec``)."""
+    if spec.block_size:
+        return (host_leaves(TensorSpec(spec.name, spec.shape, spec.dtype))
+                + host_leaves(TensorSpec(spec.name, spec.scale_shape, spec.scale_dtype or "")))
+    if spec.dtype in WIDE_TYPES:
+        return [(spec.shape, "int32"), (spec.shape, "uint32")]
+    if spec.dtype in CODE_TYPES:
+        return [(spec.shape, "uint8")]
+    dtype = HOST_DTYPES.get(spec.dtype)
+    return [(spec.shape, "none" if dtype is None else dtype.name)]
+
+
+def _flat(value: Any) -> list[Any]:
+    """A bound input's arrays in host_leaves' order (``Wide`` and ``BlockScaled`` are tuples)."""
+    return [leaf for v in value for leaf in _flat(v)] if isinstance(value, tuple) else [value]
+
+
+def _regroup(results: Iterator[np.ndarray], spec: TensorSpec) -> Any:
+    """An output as the graph function returns it, from the executable's next flat results."""
+    if spec.block_size:
+        return BlockScaled(_regroup(results, TensorSpec(spec.name, spec.shape, spec.dtype)),
+                           next(results))
+    return Wide(next(results), next(results)) if spec.dtype in WIDE_TYPES else next(results)
 
 
 class _LazyJax:
@@ -519,15 +549,23 @@ class Model:
 
     def _host_key(self) -> dict[str, Any] | None:
         """The key of this graph's host entry; None where the host path does not apply: no
-        cache, a device asked for, variables, tensors that are not plain numpy arrays, or a
-        jaxlib it was not tested on (``hostexec.enabled``)."""
+        cache, a device asked for, variables, arrays of a type it does not carry
+        (``hostexec.CARRIED_NUMPY``), or a jaxlib it was not tested on (``hostexec.enabled``)."""
         if (self.cache is None or self.device is not None or self.variables
-                or self._digest is None or not hostexec.enabled()
-                or any(s.dtype not in hostexec.PLAIN_TYPES or s.block_size
-                       for s in (*self.inputs, *self.outputs))):
+                or self._digest is None or not hostexec.enabled()):
             return None
-        return hostexec.host_key(self._program_digest(),
-                                 [(s.shape, s.np_dtype.name) for s in self.inputs])
+        args = [leaf for s in self.inputs for leaf in host_leaves(s)]
+        outs = [leaf for s in self.outputs for leaf in host_leaves(s)]
+        if any(dtype not in hostexec.CARRIED_NUMPY for _, dtype in (*args, *outs)):
+            return None
+        return hostexec.host_key(self._program_digest(), args)
+
+    def _host_fits(self, host: hostexec.HostExecutable) -> bool:
+        """Whether the executable's results are the outputs' flat arrays (and the REQUIRE flag
+        of a checked program), as ``_host_outputs`` regroups them."""
+        outs = [(s, np.dtype(d)) for spec in self.outputs for s, d in host_leaves(spec)]
+        return (host.outs[:len(outs)] == outs
+                and len(host.outs) == len(outs) + int(self.check_requires))
 
     def _program_digest(self) -> str:
         """The graph's digest, marked when the program also checks the REQUIREs: the two
@@ -566,7 +604,8 @@ class Model:
                 host = None
                 if key is not None and not self._executables and hostexec.default_is_cpu():
                     host = hostexec.load_entry(self.cache, key)
-                if host is None or host.need > self.limits.max_bytes:
+                if (host is None or host.need > self.limits.max_bytes
+                        or not self._host_fits(host)):
                     self._host = False  # the JAX path refuses it, with the figures
                     return None
                 self._host, self.compile_source = host, "cache"
@@ -576,10 +615,12 @@ class Model:
                 return None
             host.calls += 1
         try:
-            return host(arrays)
+            results = host([leaf for a in arrays for leaf in _flat(a)])
         except Exception:  # XLA could not run it (nothing else can raise here): JAX's way
             self._host = False
             return None
+        it = iter(results)
+        return [*(_regroup(it, spec) for spec in self.outputs), *it]  # (+ the REQUIRE flag)
 
     def _platform(self, args: tuple[Any, ...]) -> str:
         """The platform of the devices of ``args``; the model's (or JAX's default) device's

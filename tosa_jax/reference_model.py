@@ -60,7 +60,15 @@ from typing import Any
 import numpy as np
 
 from tosa_jax.errors import TosaError, TosaInputError, TosaValidationError
-from tosa_jax.ir import HOST_DTYPES, BlockScaled, Wide, num_elements, wide_to_numpy
+from tosa_jax.ir import (
+    CODE_TYPES,
+    HOST_DTYPES,
+    BlockScaled,
+    Wide,
+    num_elements,
+    value_to_host,
+    wide_to_numpy,
+)
 from tosa_jax.model import Model, TensorSpec, load
 
 __all__ = ["GraphStatus", "InvalidGraphError", "InvalidInputsError", "UnsupportedOptionWarning",
@@ -205,7 +213,9 @@ def _output(spec: TensorSpec, value: Any) -> np.ndarray:
         # a block-scaled output (TOSA 1.1): the binding returns one array of the value type,
         # each value times its block's scale
         scales = np.repeat(np.asarray(value.scales).astype(np.float32), spec.block_size, axis=-1)
-        value = np.asarray(value.values).astype(np.float32) * scales
+        value = value_to_host(value.values, spec.dtype).astype(np.float32) * scales
+    elif spec.dtype in CODE_TYPES:  # FP6: the graph's uint8 codes are the bits, not numbers
+        value = value_to_host(value, spec.dtype)
     arr = np.array(value, dtype=spec.np_dtype)  # a writable copy, as the binding gives
     raw = RAW_OUTPUTS.get(spec.dtype)
     return arr.view(raw) if raw is not None else arr

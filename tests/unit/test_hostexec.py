@@ -162,16 +162,119 @@ def test_not_written_outside_the_default_configuration(tmp_path: Path) -> None:
     assert asked._host is False
 
 
-def test_only_plain_tensors() -> None:
-    """Wide integers (INT48), packed and coded types (INT4, FP6) and block-scaled tensors need
-    JAX's conversions; BOOL, INT8/16/32, FP16/32, BF16 and FP8 cross as they are."""
-    for dtype, plain in (("INT48", False), ("INT4", False), ("INT8", True), ("BF16", True),
-                         ("FP8E5M2", True)):
-        b = tosa_jax.GraphBuilder()
-        x = b.input("x", (2, 3), dtype)
-        graph = b.build([b.op("IDENTITY", [x], (2, 3), dtype)])
-        model = tosa_jax.load(tosa_jax.write(graph), cache=Path("/nonexistent"))
-        assert model.cache is not None and (model._host_key() is not None) is plain, dtype
+def test_carried_types() -> None:
+    """Every tensor crosses as the graph function's own arrays (tosa_jax.model.host_leaves):
+    INT48 as int32/uint32 words, INT4 as int8, FP6 as uint8 codes, block-scaled tensors as values
+    and FP8UE8M0 scales; not FP4, which XLA's CPU buffers hold two to a byte."""
+    from tosa_jax.model import TensorSpec, host_leaves
+
+    assert host_leaves(TensorSpec("x", (2,), "FP6E2M3")) == [((2,), "uint8")]
+    assert host_leaves(TensorSpec("x", (2,), "FP4E2M1"))[0][1] not in hostexec.CARRIED_NUMPY
+    for dtype, block, carried in (("INT48", 0, True), ("INT4", 0, True), ("INT8", 0, True),
+                                  ("BF16", 0, True), ("FP8E5M2", 0, True),
+                                  ("FP8E4M3", 32, True), ("FP6E3M2", 32, True),
+                                  ("FP4E2M1", 32, False)):
+        b = tosa_jax.GraphBuilder((1, 1, 0, True))
+        x = b.input("x", (2, 64), dtype)
+        y = b.op("IDENTITY", [x], (2, 64), dtype)
+        for name in (x, y):
+            t = b.block.tensors[name]
+            t.scale_dtype, t.block_size = ("FP8UE8M0", block) if block else (None, 0)
+        model = tosa_jax.load(tosa_jax.write(b.build([y])), cache=Path("/nonexistent"))
+        assert model.cache is not None and (model._host_key() is not None) is carried, dtype
+
+
+# A second process for the 1.1 types: Model.run (and reference_model.run, for graph A) from the
+# cache; where the executable came from, whether JAX was imported, and every output's bytes.
+SECOND_1_1 = """
+import sys, json, numpy as np, ml_dtypes, tosa_jax
+from tosa_jax import reference_model as rm
+a_path, b_path, x, w, vv, vs = sys.argv[1:]
+x, w, vv, vs = np.load(x), np.load(w), np.load(vv).view(ml_dtypes.float8_e4m3fn), np.load(vs)
+def raw(o):
+    if isinstance(o, tosa_jax.BlockScaled):
+        return [raw(o.values), raw(o.scales)]
+    return [str(o.dtype), np.ascontiguousarray(o).view(np.uint8).reshape(-1).tolist()]
+a, b = tosa_jax.load(a_path), tosa_jax.load(b_path)
+vs = vs.view(ml_dtypes.float8_e8m0fnu)
+outs = {**a.run({"x": x, "w": w}), **b.run({"v": tosa_jax.BlockScaled(vv, vs)})}
+rm_outs, status = rm.run(open(a_path, "rb").read(), [x, w])
+print(json.dumps({"source": [a.compile_source, b.compile_source], "jax": "jax" in sys.modules,
+                  "status": status.name, "outs": {k: raw(v) for k, v in outs.items()},
+                  "rm": [raw(o) for o in rm_outs]}))
+"""
+
+
+def _graphs_1_1() -> tuple[bytes, bytes]:
+    """A: FP32 x cast to block-scaled FP6E2M3, MXINT8 and FP8E5M2 (values and scales out), and
+    an INT48 w through IDENTITY; B: a block-scaled FP8E4M3 input v through ROW_GATHER to a
+    block-scaled output."""
+    from tosa_jax.ir import Operator, Tensor
+
+    g = tosa_jax.GraphBuilder((1, 1, 0, True))
+    x = g.input("x", (2, 64), "FP32")
+    outs = []
+    for t, n in (("FP6E2M3", "d6"), ("MXINT8", "dm"), ("FP8E5M2", "d8")):
+        g.block.tensors[n] = Tensor(n, (2, 64), t)
+        g.block.tensors[n + "s"] = Tensor(n + "s", (2, 2), "FP8UE8M0")
+        g.block.operators.append(Operator("CAST_TO_BLOCK_SCALED", [x], [n, n + "s"],
+                                          {"block_size": 32}))
+        outs += [n, n + "s"]
+    w = g.input("w", (3, 4), "INT48")
+    a = tosa_jax.write(g.build([*outs, g.op("IDENTITY", [w], (3, 4), "INT48", name="wide")]))
+    g = tosa_jax.GraphBuilder((1, 1, 0, True))
+    v = g.input("v", (2, 6, 64), "FP8E4M3")
+    idx = g.const(np.array([[0, 4, 2], [3, 1, 4]], np.int32), "INT32")
+    rows = g.op("ROW_GATHER", [v, idx, g.const([2], "INT32")], (2, 6, 64), "FP8E4M3",
+                name="rows")
+    for name in (v, rows):
+        t = g.block.tensors[name]
+        t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    return a, tosa_jax.write(g.build([rows]))
+
+
+def test_wide_coded_and_block_scaled_tensors_without_jax(tmp_path: Path) -> None:
+    """TOSA 1.1 graphs whose inputs and outputs are FP6 codes, MXINT8, FP8UE8M0 scales,
+    block-scaled pairs and INT48: a second process runs them from the cache without JAX, with
+    the JAX path's bytes and the reference model's (the tosa-tools binding returns no FP6,
+    MXINT8 or FP8UE8M0 output, so the reference model runs from files here)."""
+    import ml_dtypes
+
+    from tosa_jax.serialization import unpack_bits
+    from tosa_jax.testing.reference import run_reference
+
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((2, 64)) * 3).astype(np.float32)
+    x[1, :32] *= np.float32(1e-39)  # a block of subnormals
+    w = rng.integers(-2 ** 47, 2 ** 47, (3, 4))
+    vv = (rng.standard_normal((2, 6, 64)) * 4).astype(ml_dtypes.float8_e4m3fn)
+    vs = np.exp2(rng.integers(-20, 21, (2, 6, 2))).astype(ml_dtypes.float8_e8m0fnu)
+    a, b = _graphs_1_1()
+    files = [tmp_path / f for f in ("a.tosa", "b.tosa", "x.npy", "w.npy", "vv.npy", "vs.npy")]
+    files[0].write_bytes(a)
+    files[1].write_bytes(b)
+    for f, arr in zip(files[2:], (x, w, vv.view(np.uint8), vs.view(np.uint8)), strict=True):
+        np.save(f, arr)
+    first, second = _two_processes(SECOND_1_1, tmp_path / "cache", *map(str, files))
+    assert first["source"] == ["compiled", "compiled"] and first["jax"]
+    assert second["source"] == ["cache", "cache"] and not second["jax"]
+    assert second["status"].endswith("TOSA_VALID")
+    assert second["outs"] == first["outs"] and second["rm"] == first["rm"]
+    got = second["outs"]
+    ref = {**run_reference(a, {"x": x, "w": w}, list(got)[:7]),
+           **run_reference(b, {"v": vv}, ["rows"], scales={"v": vs})}
+    for name in ("d6", "d6s", "dm", "dms", "d8", "d8s"):
+        theirs = np.asarray(ref[name]).view(np.uint8).reshape(-1)
+        if name == "d6":  # the reference model's FP6 output file holds packed codes
+            theirs = unpack_bits(theirs, 6, x.size)
+        assert got[name][1] == theirs.tolist(), name
+    np.testing.assert_array_equal(np.array(got["wide"][1], np.uint8).view(np.int64), w.ravel())
+    np.testing.assert_array_equal(ref["wide"].ravel(), w.ravel())
+    assert got["rows"][0][1] == np.asarray(ref["rows"]).view(np.uint8).reshape(-1).tolist()
+    assert got["rows"][1][1] == np.asarray(ref["rows_scale"]).view(np.uint8).reshape(-1).tolist()
+    # reference_model.run: the binding's convention (FP6 as its ml_dtypes type, of the codes)
+    rm_outs = dict(zip(list(got)[:7], second["rm"], strict=True))
+    assert rm_outs["d6"] == got["d6"] and rm_outs["d6s"] == got["d6s"]
 
 
 def test_bf16_and_fp8_cross_as_bits(tmp_path: Path, reference) -> None:
