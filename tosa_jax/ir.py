@@ -255,18 +255,22 @@ def trace_constants(block: Block) -> set[str]:
 
 
 def contraction_macs(block: Block, op: Operator) -> int:
-    """Multiply-accumulates of a convolution or MATMUL, from its shapes (0 for other operators):
-    each output element of a correlation sums kernel taps x input channels products; each input
-    element of a transposed convolution scatters kernel taps x output channels of them."""
+    """Multiply-accumulates of a convolution or matrix product (TOSA 1.1's MATMUL_T and
+    block-scaled ones included), from its shapes (0 for other operators): each output element
+    of a correlation sums kernel taps x input channels products; each input element of a
+    transposed convolution scatters kernel taps x output channels of them."""
     t = block.tensors
-    if op.op in ("CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"):
-        out, w = t[op.outputs[0]].shape, t[op.inputs[1]].shape
+    if op.op in ("CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D",
+                 "CONV2D_BLOCK_SCALED"):
+        # (CONV2D_BLOCK_SCALED: input data, input scales, weight data [OC, KH, KW, IC], ...)
+        w = t[op.inputs[2 if op.op == "CONV2D_BLOCK_SCALED" else 1]].shape
+        out = t[op.outputs[0]].shape
         if op.op == "DEPTHWISE_CONV2D":  # weights [KH, KW, C, M]
             return num_elements(out) * w[0] * w[1]
         if op.op == "TRANSPOSE_CONV2D":  # [OC, KH, KW, IC]
             return num_elements(t[op.inputs[0]].shape[:3]) * num_elements(w)
         return num_elements(out) * num_elements(w[1:])  # [OC, (KD,) KH, KW, IC]
-    if op.op == "MATMUL":  # [N, H, C] x [N, C, W]
+    if op.op in ("MATMUL", "MATMUL_T", "MATMUL_T_BLOCK_SCALED"):  # A [N, H, C]: C a product
         return num_elements(t[op.outputs[0]].shape) * t[op.inputs[0]].shape[2]
     return 0
 

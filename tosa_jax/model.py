@@ -933,10 +933,10 @@ def _conv_kinds(graph: Graph) -> list[str]:
 
 def _macs(graph: Graph, floats: bool) -> int:
     """The multiply-adds of the graph's float (or integer) convolutions and matrix products in
-    one call."""
+    one call (by the type of their results: a block-scaled MXINT8 product sums in FP32)."""
     return sum(contraction_macs(b, op) for r in graph.regions for b in r.blocks
                for op in b.operators
-               if op.inputs and (b.tensors[op.inputs[0]].dtype in FLOAT_TYPES) == floats)
+               if op.outputs and (b.tensors[op.outputs[0]].dtype in FLOAT_TYPES) == floats)
 
 
 def _largest_value(graph: Graph) -> int:

@@ -93,3 +93,40 @@ def test_quick_tier_without_its_unknown_emitter_option(monkeypatch, reference) -
     out = m.outputs[0].name
     expected = reference(FIXTURES / "cnn_int8.tosa", {m.inputs[0].name: x}, [out])[out]
     assert got.tobytes() == np.asarray(expected, got.dtype).tobytes()
+
+
+def test_macs_of_tosa_1_1_products() -> None:
+    """MATMUL_T's multiply-adds, against XLA's count of the lowered graph's operations (two a
+    multiply-add, plus the zero points' subtractions), and the block-scaled products' from
+    their shapes (C products summed for each output element; KH x KW x IC for a convolution's)."""
+    from tosa_jax.ir import GraphBuilder, Operator, Tensor, contraction_macs
+
+    g = GraphBuilder((1, 1, 0, True))
+    a = g.input("a", (2, 48, 32), "FP32")
+    b = g.input("b", (2, 40, 32), "FP32")
+    zp = g.const(np.zeros((1,), np.float32), "FP32")
+    out = g.op("MATMUL_T", [a, b, zp, zp], (2, 48, 40), "FP32")
+    graph = g.build([out])
+    m = tosa_jax.load(tosa_jax.write(graph), cache=False)
+    assert m.float_macs == 2 * 48 * 40 * 32 and m.int_macs == 0
+    cost = jax.jit(m.fn).lower(np.zeros((2, 48, 32), np.float32),
+                               np.zeros((2, 40, 32), np.float32)).cost_analysis()
+    flops = (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+    assert 2 * m.float_macs <= flops <= 1.5 * 2 * m.float_macs
+    block = g.block
+    t = {"ad": (2, 48, 64), "as": (2, 48, 2), "bd": (1, 40, 64), "bs": (1, 40, 2),
+         "mo": (2, 48, 40), "x": (1, 9, 9, 64), "xs": (1, 9, 9, 2), "w": (8, 3, 3, 64),
+         "ws": (8, 3, 3, 2), "co": (1, 7, 7, 8)}
+    for name, shape in t.items():
+        block.tensors[name] = Tensor(name, shape, "FP32" if name in ("mo", "co") else "FP8E4M3")
+    mm = Operator("MATMUL_T_BLOCK_SCALED", ["ad", "as", "bd", "bs"], ["mo"], {"block_size": 32})
+    conv = Operator("CONV2D_BLOCK_SCALED", ["x", "xs", "w", "ws"], ["co"], {"block_size": 32})
+    assert contraction_macs(block, mm) == 2 * 48 * 40 * 64
+    assert contraction_macs(block, conv) == 7 * 7 * 8 * (3 * 3 * 64)
+    # an MXINT8 product sums in FP32: counted with the float multiply-adds
+    for name in ("ad", "bd"):
+        block.tensors[name] = Tensor(name, t[name], "MXINT8")
+    block.operators.append(mm)
+    assert block is graph.main
+    assert model_mod._macs(graph, floats=True) == 2 * 48 * 40 * (32 + 64)
+    assert model_mod._macs(graph, floats=False) == 0
