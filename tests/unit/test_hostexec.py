@@ -159,6 +159,24 @@ def test_quick_tier_answers_while_jax_upgrades(tmp_path: Path) -> None:
             np.testing.assert_array_equal(y1[k], y[k])
 
 
+def test_quick_tier_stays_when_the_upgrade_fails(tmp_path: Path, monkeypatch) -> None:
+    _compiled(tmp_path)
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+    xs = {s.name: np.load(FIXTURES / "cnn_int8.input.npy") for s in model.inputs}
+
+    def fails(*args, **kwargs):
+        raise MemoryError("no room to compile")
+
+    monkeypatch.setattr(model, "_build", fails)
+    y1, y2 = model.run(xs), model.run(xs)
+    model._host_upgrade.join(timeout=600)
+    y3 = model.run(xs)  # still the quick executable: it computes the same
+    assert isinstance(model._host, hostexec.HostExecutable) and not model._executables
+    for k in y1:
+        np.testing.assert_array_equal(y1[k], y2[k])
+        np.testing.assert_array_equal(y1[k], y3[k])
+
+
 def test_not_written_outside_the_default_configuration(tmp_path: Path) -> None:
     with jax.enable_x64(True):
         _compiled(tmp_path / "x64")
