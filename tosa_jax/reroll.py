@@ -121,8 +121,10 @@ def plan(block: Block) -> tuple[Loop, ...]:
     if hit is not None and hit[0]() is block:
         return hit[1]
     loops = _Planner(block).loops()
-    for key in [k for k, (ref, _) in _PLANS.items() if ref() is None]:
-        del _PLANS[key]  # blocks gone (their plans hold constants)
+    for key in [k for k, (ref, _) in list(_PLANS.items()) if ref() is None]:
+        # blocks gone (their plans hold constants); pop, not del: threads tracing two graphs
+        # at once (the conformance runner's workers, a background upgrade) may both find one
+        _PLANS.pop(key, None)
     _PLANS[id(block)] = (weakref.ref(block), loops)
     return loops
 
