@@ -695,8 +695,12 @@ def _type_rows(op: str, bound: tuple[tuple[str, str], ...], acc: Any, mode: Any,
                 "table)", dict(acc_type=acc, allowed=allowed, **values)))
         matches = narrowed
     if op == "RESIZE" and matches:
+        # the row's mode names it after its last comma: "signed 8, nearest" (1.0), "signed 8,
+        # nearest neighbor" and "block scaled with fp8ue8m0 scale factor, nearest neighbor"
+        # (1.1); rows without one (fp16, fp8...) take both modes
         word = {"NEAREST": "nearest", "BILINEAR": "bilinear"}.get(mode, "?")
-        narrowed = [r for r in matches if "," not in r["mode"] or r["mode"].endswith(word)]
+        narrowed = [r for r in matches if "," not in r["mode"]
+                    or r["mode"].rsplit(",", 1)[1].split()[0] == word]
         if not narrowed:
             return _TypeMatch(None, {}, (), (), (
                 "mode", "the mode does not match the Supported Data Types row of the element "

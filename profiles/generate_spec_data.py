@@ -100,16 +100,22 @@ def _deduce(types: dict[str, str | int]) -> tuple[str, ...]:
 def _rows(ts: ET.Element) -> list[tuple[dict[str, str | int], tuple[tuple[str, ...], ...]]]:
     """The concrete rows of one typesupport element: (types, options). TOSA 1.1 rows may bind
     type variables to sets (``type_set``/``type_bind``: every combination, a variable with
-    ``access_elem_type`` taking the element type of the one it names) and say ``DEDUCE-EXT``."""
+    ``access_elem_type`` taking the element type of the one it names, one with ``same_as`` its
+    type) and say ``DEDUCE-EXT``."""
     base = {k: val for k, val in ts.attrib.items() if k not in ("mode", "version_added")}
     sets = {s.get("name"): _set_values(s.get("values", "")) for s in ts.findall("type_set")}
     free = [(b.get("type"), sets[b.get("set")]) for b in ts.findall("type_bind")
-            if not b.get("access_elem_type")]
+            if not b.get("access_elem_type") and not b.get("same_as")]
     tied = [(b.get("type"), b.get("access_elem_type")) for b in ts.findall("type_bind")
             if b.get("access_elem_type")]
+    # same_as="in_t": the variable takes the very type of the one it names (RESIZE's fp8 and
+    # block-scaled rows: out_t is in_t), not every combination of the set
+    same = [(b.get("type"), b.get("same_as")) for b in ts.findall("type_bind")
+            if b.get("same_as")]
     combos: list[dict[str, str]] = [dict(base)]
     for var, values in free:
         combos = [dict(c, **{var: v}) for c in combos for v in values]
+    combos = [dict(c, **{var: c[other] for var, other in same}) for c in combos]
     rows = []
     for c in combos:
         for var, other in tied:
