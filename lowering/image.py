@@ -16,7 +16,7 @@ import numpy as np
 from jax import lax
 
 from tosa_jax.errors import TosaValidationError
-from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES
+from tosa_jax.ir import FLOAT_TYPES, HOST_DTYPES, BlockScaled
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import as_i32, no_fold, wide_add, wide_mul32
 
@@ -95,6 +95,15 @@ def _bcast(w: np.ndarray, axis: int) -> np.ndarray:
 @lowering("RESIZE")
 def resize(node: Node, input: Any, scale: Any, offset: Any, border: Any, *, mode: str) -> Any:
     """Nearest or bilinear resize with rational scale (scale_n / scale_d), offset and border."""
+    if isinstance(input, BlockScaled):
+        # TOSA 1.1 block-scaled input (NEAREST_NEIGHBOR only, ERROR_IF in profiles/): each
+        # output element is the value and the scale of the one input element read
+        # (tensor_read_value_scale / tensor_write_value_scale); C is whole blocks, so the
+        # scales [N, IH, IW, C / block] are resampled with the same rows and columns.
+        if mode != "NEAREST":
+            raise TosaValidationError(f"RESIZE: {mode} of a block-scaled tensor")
+        return BlockScaled(*(resize(node, v, scale, offset, border, mode=mode)
+                             for v in (input.values, input.scales)))
     scale = [int(v) for v in constant(node, 1, scale).reshape(-1)]
     offset = [int(v) for v in constant(node, 2, offset).reshape(-1)]
     border = [int(v) for v in constant(node, 3, border).reshape(-1)]
