@@ -42,6 +42,7 @@ from tosa_jax.lowering.numerics import (
     apply_block_scale,
     apply_scale_32,
     as_i32,
+    as_wide,
     block_dequantize_host,
     block_value_f32,
     int_dot_general,
@@ -54,6 +55,7 @@ from tosa_jax.lowering.numerics import (
     wide_add,
     wide_from_numpy,
     wide_mul32,
+    wide_reduce_extreme,
     wide_shl,
     wide_sub,
     wide_sum32,
@@ -553,6 +555,13 @@ def argmax(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") ->
 
 def _argmax32(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """Index of the first maximum along ``axis`` (the pseudocode updates only on a change)."""
+    if isinstance(input, Wide):
+        # INT64 (EXT-INT64): the maximum as a (hi, lo) pair, then the first index holding it.
+        # (jnp.asarray of the pair would stack its words into a new leading axis.)
+        w = as_wide(input)
+        top = wide_reduce_extreme(w, axis, largest=True)  # keeps the axis: broadcasts back
+        hit = (w.hi == top.hi) & (w.lo == top.lo)
+        return lax.argmax(hit.astype(jnp.int32), axis, jnp.int32)
     x = jnp.asarray(input)
     if jnp.issubdtype(x.dtype, jnp.floating):
         nan = jnp.isnan(x)
