@@ -485,3 +485,154 @@ def test_fp6_encode_and_decode_by_definition(dtype: str) -> None:
     decoded = np.asarray(jax.jit(lambda c: fp6_decode(c, dtype))(codes))
     np.testing.assert_array_equal(decoded, codes.view(tosa_jax.ir.HOST_DTYPES[dtype])
                                   .astype(np.float32))
+
+
+# ----------------------------------------------------------------------------- RESIZE at 1.1
+
+
+def _resize_args(g: GraphBuilder, scale: list[int], offset: list[int],
+                 border: list[int]) -> list[str]:
+    return [g.const(scale, "SHAPE"), g.const(offset, "SHAPE"), g.const(border, "SHAPE")]
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "INT16"])
+def test_resize_nearest_of_integers_at_1_1(dtype: str) -> None:
+    """1.1 names the row 'signed 8, nearest neighbor' (1.0: 'signed 8, nearest'): int8 -> int8
+    and int16 -> int16 NEAREST are valid, against the reference model."""
+    info = np.iinfo(dtype.lower())
+    x = np.random.default_rng(11).integers(info.min, info.max, (1, 5, 6, 3), endpoint=True)
+    g = GraphBuilder(V11)
+    a = g.input("a", x.shape, dtype)
+    # scale 3/2 x 5/3, offset (1, -1), border (1, 1): OH = (4*3 - 1 + 1)/2 + 1 = 7,
+    # OW = (5*5 + 1 + 1)/3 + 1 = 10
+    out = g.op("RESIZE", [a, *_resize_args(g, [3, 2, 5, 3], [1, -1], [1, 1])], (1, 7, 10, 3),
+               dtype, mode="NEAREST")
+    _exact(g.build([out]), {"a": x.astype(dtype.lower())})
+
+
+def test_resize_integer_bilinear_still_refuses_a_same_type_output() -> None:
+    """BILINEAR int8 gives INT32 (the 'signed 8, bilinear' row); int8 -> int8 is NEAREST's."""
+    g = GraphBuilder(V11)
+    a = g.input("a", (1, 2, 2, 1), "INT8")
+    out = g.op("RESIZE", [a, *_resize_args(g, [2, 1, 2, 1], [0, 0], [0, 0])], (1, 3, 3, 1),
+               "INT8", mode="BILINEAR")
+    with pytest.raises(tosa_jax.TosaValidationError, match="mode"):
+        tosa_jax.load(tosa_jax.write(g.build([out])))
+
+
+def test_resize_fp8_keeps_its_type() -> None:
+    """tosa.xml's fp8 row binds out_t with same_as="in_t": FP8E4M3 -> FP8E5M2 is no row (the
+    reference model and the generator's ivWrongDataTypeOrModeResize agree), FP8E4M3 ->
+    FP8E4M3 is."""
+    for out_t, ok in (("FP8E5M2", False), ("FP8E4M3", True)):
+        g = GraphBuilder(V11)
+        a = g.input("a", (1, 2, 2, 1), "FP8E4M3")
+        out = g.op("RESIZE", [a, *_resize_args(g, [2, 1, 2, 1], [0, 0], [0, 0])],
+                   (1, 3, 3, 1), out_t, mode="NEAREST")
+        data = tosa_jax.write(g.build([out]))
+        x = {"a": np.ones((1, 2, 2, 1), ml_dtypes.float8_e4m3fn)}
+        if ok:  # the reference model writes FP8 as raw bytes (numpy |V1)
+            ref = run_reference(data, x, [out])[out]
+            got = tosa_jax.load(data).run(x)[out]
+            np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8))
+        else:  # the reference model refuses it too
+            with pytest.raises(AssertionError, match="Unsupported operation type"):
+                run_reference(data, x, [out])
+            with pytest.raises(tosa_jax.TosaValidationError, match="Supported Data Types"):
+                tosa_jax.load(data)
+
+
+def _bs32_input(g: GraphBuilder, name: str, shape: tuple[int, ...], dtype: str) -> str:
+    a = g.input(name, shape, dtype)
+    t = g.block.tensors[a]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    return a
+
+
+def test_resize_nearest_of_a_block_scaled_tensor_against_the_reference() -> None:
+    """RESIZE.tosac at 1.1: NEAREST_NEIGHBOR reads value and scale together
+    (tensor_read_value_scale): the output's values and scales bit-identical to the reference
+    model's; an upscale with negative offsets and a downscale."""
+    rng = np.random.default_rng(12)
+    vv, vs = _bs32(rng, (1, 4, 3, 64))
+    # OH = ((IH - 1) * scale_y_n - offset_y + border_y) / scale_y_d + 1, exactly; OW alike
+    for scale, offset, border, oshape in (([4, 1, 3, 2], [-1, -1], [1, 1], (1, 15, 5, 64)),
+                                          ([1, 2, 2, 3], [0, 1], [-1, 0], (1, 2, 2, 64))):
+        g = GraphBuilder(V11)
+        a = _bs32_input(g, "a", vv.shape, "FP8E4M3")
+        out = g.op("RESIZE", [a, *_resize_args(g, scale, offset, border)], oshape, "FP8E4M3",
+                   mode="NEAREST")
+        t = g.block.tensors[out]
+        t.scale_dtype, t.block_size = "FP8UE8M0", 32
+        data = tosa_jax.write(g.build([out]))
+        ref = run_reference(data, {"a": vv}, [out], scales={"a": vs})
+        got = tosa_jax.load(data).run({"a": tosa_jax.BlockScaled(vv, vs)})[out]
+        assert isinstance(got, tosa_jax.BlockScaled)
+        np.testing.assert_array_equal(got.values.view(np.uint8), ref[out].view(np.uint8))
+        np.testing.assert_array_equal(got.scales.view(np.uint8),
+                                      ref[out + "_scale"].view(np.uint8))
+
+
+def test_resize_bilinear_of_a_block_scaled_tensor_is_refused() -> None:
+    """ERROR_IF(is_block_scale<in_t>() && mode != NEAREST_NEIGHBOR): the block-scaled rows are
+    'nearest neighbor' rows."""
+    g = GraphBuilder(V11)
+    a = _bs32_input(g, "a", (1, 2, 2, 32), "FP8E4M3")
+    out = g.op("RESIZE", [a, *_resize_args(g, [2, 1, 2, 1], [0, 0], [0, 0])], (1, 3, 3, 32),
+               "FP8E4M3", mode="BILINEAR")
+    t = g.block.tensors[out]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    with pytest.raises(tosa_jax.TosaValidationError, match="mode"):
+        tosa_jax.load(tosa_jax.write(g.build([out])))
+
+
+# ----------------------------------------------------------------------------- ARGMAX and INT64
+
+
+def _int64_with_ties(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """INT64 values whose high words often agree (the low word decides, unsigned), with
+    repeated maxima (the first index wins) and the extremes."""
+    hi = rng.integers(-2, 2, shape, dtype=np.int64) << 32
+    lo = rng.choice(np.array([0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF], np.int64), shape)
+    x = hi + lo
+    flat = x.reshape(-1)
+    flat[::7] = np.iinfo(np.int64).max
+    flat[3::11] = np.iinfo(np.int64).min
+    return x
+
+
+@pytest.mark.parametrize("shape", [(9,), (4, 6), (3, 5, 4), (2, 3, 2, 5)])
+def test_argmax_of_int64_every_axis(shape: tuple[int, ...]) -> None:
+    """ARGMAX of an INT64 (Wide) input along each axis drops that axis (INT64 indices), and
+    INT32 -> INT64 indices; against the reference model."""
+    rng = np.random.default_rng(len(shape))
+    x = _int64_with_ties(rng, shape)
+    x[..., 0] = np.iinfo(np.int64).min  # a slice of equal values: index 0
+    y = rng.integers(-5, 5, shape, dtype=np.int64).astype(np.int32)
+    g = GraphBuilder(V11)
+    a = g.input("a", shape, "INT64")
+    b = g.input("b", shape, "INT32")
+    outs = []
+    for axis in range(len(shape)):
+        rest = shape[:axis] + shape[axis + 1:]
+        outs.append(g.op("ARGMAX", [a], rest, "INT64", axis=axis, nan_mode="PROPAGATE"))
+        outs.append(g.op("ARGMAX", [b], rest, "INT64", axis=axis, nan_mode="PROPAGATE"))
+    _exact(g.build(outs), {"a": x, "b": y})
+
+
+def test_int64_reductions_every_axis() -> None:
+    """REDUCE_MAX / REDUCE_MIN / REDUCE_SUM of INT64 along each axis of a rank-3 tensor."""
+    rng = np.random.default_rng(21)
+    shape = (3, 4, 5)
+    x = _int64_with_ties(rng, shape)
+    s = rng.integers(-(1 << 40), 1 << 40, shape, dtype=np.int64)
+    g = GraphBuilder(V11)
+    a = g.input("a", shape, "INT64")
+    b = g.input("b", shape, "INT64")
+    outs = []
+    for axis in range(3):
+        kept = tuple(1 if i == axis else n for i, n in enumerate(shape))
+        outs.append(g.op("REDUCE_MAX", [a], kept, "INT64", axis=axis, nan_mode="PROPAGATE"))
+        outs.append(g.op("REDUCE_MIN", [a], kept, "INT64", axis=axis, nan_mode="PROPAGATE"))
+        outs.append(g.op("REDUCE_SUM", [b], kept, "INT64", axis=axis))
+    _exact(g.build(outs), {"a": x, "b": s})
