@@ -549,23 +549,28 @@ def _bs32_input(g: GraphBuilder, name: str, shape: tuple[int, ...], dtype: str) 
     return a
 
 
-def test_resize_nearest_of_a_block_scaled_tensor_against_the_reference() -> None:
+@pytest.mark.parametrize("dtype", ["FP8E4M3", "MXINT8"])
+def test_resize_nearest_of_a_block_scaled_tensor_against_the_reference(dtype: str) -> None:
     """RESIZE.tosac at 1.1: NEAREST_NEIGHBOR reads value and scale together
     (tensor_read_value_scale): the output's values and scales bit-identical to the reference
     model's; an upscale with negative offsets and a downscale."""
     rng = np.random.default_rng(12)
     vv, vs = _bs32(rng, (1, 4, 3, 64))
+    if dtype == "MXINT8":
+        vv = rng.integers(-128, 128, vv.shape).astype(np.int8)
     # OH = ((IH - 1) * scale_y_n - offset_y + border_y) / scale_y_d + 1, exactly; OW alike
     for scale, offset, border, oshape in (([4, 1, 3, 2], [-1, -1], [1, 1], (1, 15, 5, 64)),
                                           ([1, 2, 2, 3], [0, 1], [-1, 0], (1, 2, 2, 64))):
         g = GraphBuilder(V11)
-        a = _bs32_input(g, "a", vv.shape, "FP8E4M3")
-        out = g.op("RESIZE", [a, *_resize_args(g, scale, offset, border)], oshape, "FP8E4M3",
+        a = _bs32_input(g, "a", vv.shape, dtype)
+        out = g.op("RESIZE", [a, *_resize_args(g, scale, offset, border)], oshape, dtype,
                    mode="NEAREST")
         t = g.block.tensors[out]
         t.scale_dtype, t.block_size = "FP8UE8M0", 32
         data = tosa_jax.write(g.build([out]))
-        ref = run_reference(data, {"a": vv}, [out], scales={"a": vs})
+        # the reference model reads MXINT8 values from a uint8 file
+        ref = run_reference(data, {"a": vv.view(np.uint8) if dtype == "MXINT8" else vv}, [out],
+                            scales={"a": vs})
         got = tosa_jax.load(data).run({"a": tosa_jax.BlockScaled(vv, vs)})[out]
         assert isinstance(got, tosa_jax.BlockScaled)
         np.testing.assert_array_equal(got.values.view(np.uint8), ref[out].view(np.uint8))
