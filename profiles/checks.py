@@ -1584,6 +1584,10 @@ def TRANSPOSE(c: OpCheck) -> None:  # noqa: N802
 
 
 def RESIZE(c: OpCheck) -> None:  # noqa: N802
+    # TOSA 1.1: a block-scaled input or output holds whole blocks along C (its mode: the
+    # block-scaled rows are the nearest-neighbor ones, _type_rows)
+    _block_multiple(c, "input", "in_t", "C")
+    _block_multiple(c, "output", "out_t", "C")
     v = named_values(c)
     if len(v) < 8:
         return

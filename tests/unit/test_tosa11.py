@@ -591,6 +591,20 @@ def test_resize_bilinear_of_a_block_scaled_tensor_is_refused() -> None:
         tosa_jax.load(tosa_jax.write(g.build([out])))
 
 
+def test_resize_of_a_block_scaled_tensor_needs_whole_blocks() -> None:
+    """RESIZE.tosac: ERROR_IF(is_block_scale<in_t>() && C % get_innermost_block_size<in_t>()
+    != 0), and the same for out_t; found by profiles/ when the graph is loaded."""
+    g = GraphBuilder(V11)
+    a = _bs32_input(g, "a", (1, 2, 2, 48), "FP8E4M3")
+    out = g.op("RESIZE", [a, *_resize_args(g, [2, 1, 2, 1], [0, 0], [0, 0])], (1, 3, 3, 48),
+               "FP8E4M3", mode="NEAREST")
+    t = g.block.tensors[out]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    with pytest.raises(tosa_jax.TosaValidationError, match=r"(?s)is_block_scale<in_t>.*"
+                       r"is_block_scale<out_t>"):
+        tosa_jax.load(tosa_jax.write(g.build([out])))
+
+
 # ----------------------------------------------------------------------------- ARGMAX and INT64
 
 
