@@ -10,7 +10,7 @@ import numpy as np
 from jax import lax
 
 from tosa_jax.errors import TosaUnsupportedError
-from tosa_jax.ir import FLOAT_TYPES, INT_BITS, TYPES_1_1, WIDE_TYPES
+from tosa_jax.ir import FLOAT_TYPES, INT_BITS, TYPES_1_1, WIDE_TYPES, BlockScaled
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
@@ -264,6 +264,21 @@ def _float_to_int(x: Any, out_t: str) -> Any:
 def cast(node: Node, input: Any) -> Any:
     """Convert each element from in_t to out_t as the spec's CAST pseudocode does."""
     in_t, out_t = node.inputs[0].dtype, node.out.dtype
+    if node.out.block_scaled:
+        # TOSA 1.1, is_block_scale<out_t>(): float -> block_scale_t, per block of the innermost
+        # axis as CAST_TO_BLOCK_SCALED (the profile tables allow float inputs only).
+        if in_t not in _FLOATS:
+            raise TosaUnsupportedError(f"CAST from {in_t} to {node.out.type_name} is not supported")
+        return BlockScaled(*_block_quantize(input, node.inputs[0].shape, out_t,
+                                            node.out.block_size))
+    if node.inputs[0].block_scaled:
+        # TOSA 1.1: tensor_read of a block_scale_t gives access_elem_type, fp32: value * scale
+        # (exact in f32), then out = round_to_nearest_float<out_t>(in), one rounding.
+        if out_t not in _FLOATS:
+            raise TosaUnsupportedError(
+                f"CAST from {node.inputs[0].type_name} to {out_t} is not supported")
+        x = _block_dequantize(input.values, input.scales, in_t, node.inputs[0].block_size)
+        return x.astype(DEVICE_DTYPES[out_t])
     if out_t == "BOOL":
         # out = (in != 0) ? true : false
         if isinstance(input, Wide):
@@ -309,8 +324,15 @@ def cast_to_block_scaled(node: Node, input_data: Any, *, block_size: int) -> tup
     """TOSA 1.1: per block of the innermost axis, scale = calc_block_scale(max |x|) and
     out = round_to_nearest_float(x / scale); returns (output_data, output_scale). (Shapes and
     block size: ERROR_IFs checked by profiles/.)"""
-    shape = node.inputs[0].shape
-    out_t = node.outputs[0].dtype
+    return _block_quantize(input_data, node.inputs[0].shape, node.outputs[0].dtype, block_size)
+
+
+def _block_quantize(input_data: Any, shape: tuple[int, ...], out_t: str,
+                    block_size: int) -> tuple[Any, Any]:
+    """(values, scales) of a float tensor cast to a block-scaled one of value type ``out_t``:
+    per block, scale = calc_block_scale(tensor_block_maxabs) and
+    value = round_to_nearest_float(in / scale) (CAST_TO_BLOCK_SCALED and CAST to block_scale_t
+    share this pseudocode)."""
     x = jnp.asarray(input_data).astype(jnp.float32)
     blocks = x.reshape(shape[:-1] + (shape[-1] // block_size, block_size))
     # Blocks of tiny values (all below 2^-60, subnormals included) are worked on scaled by
@@ -339,6 +361,11 @@ def cast_from_block_scaled(node: Node, input_data: Any, input_scale: Any, *,
                            block_size: int) -> Any:
     """TOSA 1.1: out = round_to_nearest_float(fp32(x) * fp32(scale of its block)). (Shapes and
     block size: ERROR_IFs checked by profiles/.)"""
-    x = block_value_f32(input_data, node.inputs[0].dtype)
-    out = apply_block_scale(x, jnp.asarray(input_scale), block_size)
-    return out.astype(DEVICE_DTYPES[node.out.dtype])
+    return _block_dequantize(input_data, input_scale, node.inputs[0].dtype,
+                             block_size).astype(DEVICE_DTYPES[node.out.dtype])
+
+
+def _block_dequantize(values: Any, scales: Any, in_t: str, block_size: int) -> Any:
+    """fp32(value) * fp32(scale of its block) as f32: exact (a power of two times a value of
+    at most 8 significant bits) but for results below the f32 normal range (times_pow2)."""
+    return apply_block_scale(block_value_f32(values, in_t), jnp.asarray(scales), block_size)
