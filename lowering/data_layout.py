@@ -1,7 +1,10 @@
 """Data layout (spec chapter "Data Layout"): CONCAT, PAD, RESHAPE, REVERSE, SLICE, TILE, TRANSPOSE.
 
 These operators only move elements, so every element type is exact by construction. Values of
-any type pass through: INT48 ``Wide`` pairs move both words. Compile-time constants (numpy
+any type pass through: INT48 ``Wide`` pairs move both words; a TOSA 1.1 block-scaled tensor
+(``BlockScaled``) moves its values and its scales together (CONCAT, RESHAPE, REVERSE: every
+ERROR_IF in profiles/ keeps the innermost axis a multiple of the block size, so the blocks of 32
+values along it stay whole and each scale moves with its block). Compile-time constants (numpy
 arrays, e.g. a CONST being reshaped or transposed) stay numpy, so an operator further on can
 still read the result with ``constant``; traced values use ``jax.numpy``.
 """
@@ -15,12 +18,15 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from tosa_jax.ir import BlockScaled
 from tosa_jax.lowering import Node, constant, lowering
 from tosa_jax.lowering.numerics import Wide
 
 
 def _is_host(value: Any) -> bool:
-    """True for a compile-time constant (numpy, or a Wide of numpy words)."""
+    """True for a compile-time constant (numpy, or a Wide / BlockScaled of numpy arrays)."""
+    if isinstance(value, BlockScaled):
+        return _is_host(value.values) and _is_host(value.scales)
     return isinstance(value.hi if isinstance(value, Wide) else value, np.ndarray)
 
 
@@ -43,6 +49,11 @@ def _ints(node: Node, index: int, value: Any) -> list[int]:
 def concat(node: Node, *input1: Any, axis: int) -> Any:
     """Join the input list along ``axis``; output position p reads input t at p - sum(dims < t)."""
     xp = _xp(*input1)
+    if isinstance(input1[0], BlockScaled):
+        # Whole blocks: the scales join along the same axis (the innermost one included, each
+        # input's innermost dimension being a multiple of the block size).
+        return BlockScaled(xp.concatenate([v.values for v in input1], axis=axis),
+                           xp.concatenate([v.scales for v in input1], axis=axis))
     if isinstance(input1[0], Wide):
         return Wide(xp.concatenate([v.hi for v in input1], axis=axis),
                     xp.concatenate([v.lo for v in input1], axis=axis))
@@ -71,6 +82,11 @@ def reshape(node: Node, input1: Any, shape: Any) -> Any:
     """Same elements in the same (row-major) order under a new shape."""
     out_shape = node.out.shape  # equal to the shape input (ERROR_IF: profiles/)
     xp = _xp(input1)
+    if isinstance(input1, BlockScaled):
+        # Both innermost dimensions are multiples of the block size: the row-major order of
+        # the blocks is kept, so the scales take the output's scale shape in the same order.
+        return BlockScaled(xp.reshape(input1.values, out_shape),
+                           xp.reshape(input1.scales, node.out.scale_shape))
     return _apply(input1, lambda x: xp.reshape(x, out_shape))
 
 
@@ -94,6 +110,10 @@ def reshape_block_scaled(node: Node, *inputs: Any, block_size: int) -> Any:
 def reverse(node: Node, input1: Any, *, axis: int) -> Any:
     """output[..., i, ...] = input1[..., shape[axis] - 1 - i, ...] along ``axis``."""
     xp = _xp(input1)
+    if isinstance(input1, BlockScaled):
+        # Along the innermost axis (a multiple of the block size) value c of block c // bs
+        # comes from C - 1 - c, of block nb - 1 - c // bs: the scales reverse as whole blocks.
+        return BlockScaled(xp.flip(input1.values, axis=axis), xp.flip(input1.scales, axis=axis))
     return _apply(input1, lambda x: xp.flip(x, axis=axis))
 
 
