@@ -1103,6 +1103,44 @@ def _block_scaled_constants(c: OpCheck) -> None:
                    "dimension divided by the block size", tensor=name,
                    scales=tuple(t.scale_data.shape), expected=t.scale_shape)
 
+def _block_shapes(c: OpCheck, args: tuple[str, ...], type_var: str) -> None:
+    """TOSA 1.1's rules of a block-scaled tensor argument (CAST, CONCAT, CONST, IDENTITY,
+    RESHAPE, REVERSE): ERROR_IF(is_block_scale<T>() && rank(shape) == 0) and
+    ERROR_IF(is_block_scale<T>() && shape[rank(shape)-1] % get_innermost_block_size<T>() != 0);
+    each item of a tensor list too. A constant's scales have the shape they must have."""
+    for arg in args:
+        value = c.tensors.get(arg)
+        for t in value if isinstance(value, list) else [value]:
+            if not isinstance(t, Tensor) or not t.block_scaled:
+                continue
+            if not t.shape:
+                c.fail(arg, f"ERROR_IF(is_block_scale<{type_var}>() && rank(shape) == 0)",
+                       tensor=t.name)
+            elif t.shape[-1] % t.block_size:
+                c.fail(arg, f"ERROR_IF(is_block_scale<{type_var}>() && shape[rank(shape)-1] % "
+                       f"get_innermost_block_size<{type_var}>() != 0)", tensor=t.name,
+                       shape=t.shape, block_size=t.block_size)
+    _block_scaled_constants(c)
+    out = c.tensors.get("output")
+    if isinstance(out, Tensor) and out.scale_data is not None \
+            and out.scale_data.shape != out.scale_shape:
+        c.fail("output", "the scales of a block-scaled tensor have its shape with the innermost "
+               "dimension divided by the block size", scales=tuple(out.scale_data.shape),
+               expected=out.scale_shape)
+
+
+def CAST(c: OpCheck) -> None:  # noqa: N802
+    """TOSA 1.1 CAST.tosac: a block-scaled input or output is of rank >= 1 with its innermost
+    dimension a multiple of the block size (which types pair: the type tables)."""
+    _block_shapes(c, ("input",), "in_t")
+    _block_shapes(c, ("output",), "out_t")
+
+
+def IDENTITY(c: OpCheck) -> None:  # noqa: N802
+    """TOSA 1.1 IDENTITY.tosac: the block-scaled shape rules."""
+    _block_shapes(c, ("input1", "output"), "in_out_t")
+
+
 
 def MATMUL_T(c: OpCheck) -> None:  # noqa: N802
     """TOSA 1.1 (MATMUL_T.tosac): D is 1 or N; zero points only for int8; a block-scaled A or B
@@ -1436,6 +1474,7 @@ def _reduce(c: OpCheck) -> None:
 def CONCAT(c: OpCheck) -> None:  # noqa: N802
     inputs = c.tensors["input1"]
     assert isinstance(inputs, list)
+    _block_shapes(c, ("input1", "output"), "in_out_t")
     if not inputs:
         c.fail("input1", "ERROR_IF(input1 == [])")
         return
@@ -1490,6 +1529,7 @@ def PAD(c: OpCheck) -> None:  # noqa: N802
 
 def RESHAPE(c: OpCheck) -> None:  # noqa: N802
     shape1, shape = c.shape("input1"), c.shape("output")
+    _block_shapes(c, ("input1", "output"), "in_out_t")
     if math.prod(shape1) != math.prod(shape):
         c.fail("output", "ERROR_IF(tensor_size(shape1) != tensor_size(shape))",
                input1=shape1, output=shape)
@@ -1501,6 +1541,7 @@ def RESHAPE(c: OpCheck) -> None:  # noqa: N802
 
 
 def REVERSE(c: OpCheck) -> None:  # noqa: N802
+    _block_shapes(c, ("input1", "output"), "in_out_t")
     axis = c.attr("axis")
     rank = len(c.shape("input1"))
     if axis is None or axis < 0 or axis >= rank:
@@ -1694,6 +1735,7 @@ def CONST(c: OpCheck) -> None:  # noqa: N802
     out = c.t("output")
     if out.data is None:
         c.fail("values", "a constant needs its values")
+    _block_shapes(c, ("output",), "out_t")
 
 
 CONST_SHAPE = CONST
@@ -1788,6 +1830,7 @@ RULES: dict[str, Callable[[OpCheck], None]] = {
     "RESHAPE_BLOCK_SCALED": RESHAPE_BLOCK_SCALED,
     "ROW_GATHER_BLOCK_SCALED": ROW_GATHER_BLOCK_SCALED,
     "CAST_TO_BLOCK_SCALED": CAST_TO_BLOCK_SCALED, "CAST_FROM_BLOCK_SCALED": CAST_FROM_BLOCK_SCALED,
+    "CAST": CAST, "IDENTITY": IDENTITY,
     "SLICE_SHAPE": SLICE_SHAPE, "CONCAT_SHAPE": CONCAT_SHAPE,
     "ASSERT_EQUAL_SHAPE": _same_length_shapes,
     "CONV3D": CONV3D, "DEPTHWISE_CONV2D": DEPTHWISE_CONV2D, "TRANSPOSE_CONV2D": TRANSPOSE_CONV2D,

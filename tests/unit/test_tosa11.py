@@ -8,6 +8,7 @@ calc_block_scale worked by hand.
 from __future__ import annotations
 
 import math
+import re
 
 import jax
 import ml_dtypes
@@ -756,3 +757,42 @@ def test_block_scaled_reverse_and_identity_by_hand() -> None:
         _same_bits(got[name].values, want_v)
         np.testing.assert_array_equal(
             np.repeat(np.asarray(got[name].scales).astype(np.float32), 32, axis=-1), want_s)
+
+
+_BS_SHAPE_ERRORS = {
+    # name: (input shape, input type, block-scaled input, operator builder, the ERROR_IF)
+    "cast_to_bs_inner_40": ((2, 40), "FP32", False,
+                            lambda g, v: g.op("CAST", [v], (2, 40), "FP4E2M1"), "out_t"),
+    "cast_to_bs_rank0": ((), "FP32", False,
+                         lambda g, v: g.op("CAST", [v], (), "FP4E2M1"), "rank(shape) == 0"),
+    "cast_from_bs_inner_40": ((2, 40), "FP8E4M3", True,
+                              lambda g, v: g.op("CAST", [v], (2, 40), "FP32"), "in_t"),
+    "concat_inner_40": ((2, 40), "FP8E4M3", True,
+                        lambda g, v: g.op("CONCAT", [v, v], (4, 40), "FP8E4M3", axis=0),
+                        "get_innermost_block_size"),
+    "reshape_to_inner_16": ((2, 64), "FP8E4M3", True,
+                            lambda g, v: g.op("RESHAPE", [v, g.const([8, 16], "SHAPE")], (8, 16),
+                                              "FP8E4M3"), "get_innermost_block_size"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BS_SHAPE_ERRORS))
+def test_block_scaled_shape_errors_are_refused_as_the_reference_does(case: str) -> None:
+    """CAST/CONCAT/RESHAPE.tosac: ERROR_IF(is_block_scale<T>() && rank(shape) == 0) and
+    ERROR_IF(is_block_scale<T>() && shape[rank(shape)-1] % get_innermost_block_size<T>() != 0);
+    the reference model refuses these graphs too."""
+    shape, dtype, scaled, build, rule = _BS_SHAPE_ERRORS[case]
+    g = GraphBuilder(V11)
+    v = g.input("v", shape, dtype)
+    if scaled:
+        _block_scaled(g, v)
+    out = build(g, v)
+    if g.block.tensors[out].dtype != "FP32":
+        _block_scaled(g, out)
+    data = tosa_jax.write(g.build([out]))
+    x = np.zeros(shape, np.float32 if dtype == "FP32" else ml_dtypes.float8_e4m3fn)
+    scales = {"v": np.ones(shape[:-1] + (1,), ml_dtypes.float8_e8m0fnu)} if scaled else None
+    with pytest.raises(AssertionError, match="reference model failed"):
+        run_reference(data, {"v": x}, [out], scales=scales)
+    with pytest.raises(tosa_jax.TosaValidationError, match=re.escape(rule)):
+        tosa_jax.load(data)
