@@ -226,7 +226,8 @@ def _rescale_host(node: Node, input: Any, multiplier: np.ndarray, shift: np.ndar
         np.dtype(DEVICE_DTYPES[out_t]))
 
 
-# CAST converts between the TOSA 1.0 float types; the 1.1 MX types go through the block casts.
+# CAST converts between the TOSA 1.0 float types; TOSA 1.1's block-scaled types (a BlockScaled
+# value, ``Tensor.block_scaled``) are cast to and from floats per block, as the block casts do.
 _FLOATS = tuple(t for t in FLOAT_TYPES if t not in TYPES_1_1)
 
 
