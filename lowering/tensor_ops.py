@@ -501,8 +501,7 @@ def _add_bias(node: Node, acc: Any, bias: Any, channels: int) -> Any:
 def _convolve(node: Node, x: Any, w: Any, bias: Any, zp: Any, wzp: Any, g: _ConvGeometry,
               acc_type: str) -> Any:
     """The shared body of the convolutions, once the weight is canonical."""
-    in_t = node.inputs[0].dtype
-    if in_t in FLOAT_TYPES:
+    if _floating(node.inputs[0]):
         acc = _float_conv(x, w, g, acc_type)
     elif not (isinstance(zp, int) and isinstance(wzp, int)):
         acc = _dynamic_zp_conv(node, x, w, g, zp, wzp)
@@ -511,12 +510,33 @@ def _convolve(node: Node, x: Any, w: Any, bias: Any, zp: Any, wzp: Any, g: _Conv
     return _add_bias(node, acc, bias, node.out.shape[-1])
 
 
+def _floating(t: Any) -> bool:
+    """A float operand: a float type, or a TOSA 1.1 block-scaled one (MXINT8 values too)."""
+    return t.dtype in FLOAT_TYPES or t.block_scaled
+
+
+def _read_operand(node: Node, index: int, x: Any, acc_t: str) -> Any:
+    """``tensor_read<T, acc_t>`` of a whole convolution operand that is block-scaled (TOSA 1.1,
+    ``BlockScaled``): apply_mul_s<acc_t>(scale, value) per element, exact in f32 (a power of two
+    times a value of at most 8 significant bits), rounded to acc_t once. A constant (weights)
+    is read in numpy at trace time. Other operands are returned as they are (the convolution
+    converts them to acc_t: tensor_read's static_cast)."""
+    if not isinstance(x, BlockScaled):
+        return x
+    t = node.inputs[index]
+    acc = DEVICE_DTYPES[acc_t]
+    if isinstance(x.values, np.ndarray) and isinstance(x.scales, np.ndarray):
+        v = block_dequantize_host(x.values, x.scales, t.dtype, t.block_size)
+        return v.astype(np.dtype(acc))
+    return _read_scaled(node, index, x, acc_t).astype(acc)
+
+
 def _check_acc(node: Node, acc_type: str) -> None:
     """acc_type must be the accumulator of the type-support row the tensors select."""
     in_t, w_t, out_t = node.inputs[0].dtype, node.inputs[1].dtype, node.out.dtype
     expected = {("INT8", "INT8"): "INT32", ("INT8", "INT4"): "INT32",
                 ("INT16", "INT8"): "INT48"}.get((in_t, w_t))
-    if in_t not in FLOAT_TYPES and expected is None:
+    if not _floating(node.inputs[0]) and expected is None:
         raise TosaValidationError(f"{node.op}: no type support for in_t {in_t}, weight_t {w_t}")
     if expected is not None and (acc_type != expected or out_t != expected):
         raise TosaValidationError(
@@ -688,6 +708,7 @@ def conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any, weight
            acc_type: str, local_bound: bool = False) -> Any:
     zp, wzp = _zero_points(node, [("input_zp", 3, input_zp), ("weight_zp", 4, weight_zp)])
     _check_acc(node, acc_type)
+    input, weight = (_read_operand(node, i, v, acc_type) for i, v in ((0, input), (1, weight)))
     n, ih, iw, ic = node.inputs[0].shape
     oc, kh, kw, wic = node.inputs[1].shape
     g = _forward_geometry(node, (ih, iw), (kh, kw), pad, stride, dilation, ("H", "W"), 1)
@@ -702,6 +723,7 @@ def conv3d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any, weight
            acc_type: str, local_bound: bool = False) -> Any:
     zp, wzp = _zero_points(node, [("input_zp", 3, input_zp), ("weight_zp", 4, weight_zp)])
     _check_acc(node, acc_type)
+    input, weight = (_read_operand(node, i, v, acc_type) for i, v in ((0, input), (1, weight)))
     n, id_, ih, iw, ic = node.inputs[0].shape
     oc, kd, kh, kw, wic = node.inputs[1].shape
     # pad is [d0, d1, top, bottom, left, right]: pairs per spatial dim, as the geometry wants.
@@ -743,6 +765,7 @@ def transpose_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: A
     zero point) with the flipped kernel, padded by KH - 1 + out_pad on each side."""
     zp, wzp = _zero_points(node, [("input_zp", 3, input_zp), ("weight_zp", 4, weight_zp)])
     _check_acc(node, acc_type)
+    input, weight = (_read_operand(node, i, v, acc_type) for i, v in ((0, input), (1, weight)))
     n, ih, iw, ic = node.inputs[0].shape
     oc, kh, kw, wic = node.inputs[1].shape
     opt, opb, opl, opr = out_pad

@@ -37,11 +37,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
+from itertools import product
 from typing import Any
 
 import numpy as np
 
-from tosa_jax.ir import STORAGE_BITS, Block, Graph, Operator, Tensor, is_1_1
+from tosa_jax.ir import FLOAT_TYPES, STORAGE_BITS, Block, Graph, Operator, Tensor, is_1_1
 from tosa_jax.profiles import spec_data
 
 SPEC_OPERATORS: dict[str, Any] = spec_data.OPERATORS
@@ -190,10 +191,61 @@ def op_spec(name: str, v11: bool = False) -> _OpSpec | None:
     if spec is None:
         return None
     args = [_arg(a) for a in spec["arguments"]]
+    rows = spec["typesupport"]
+    if v11 and name == "CONV2D":
+        rows = _conv2d_1_1_rows(rows)
     return _OpSpec(name, tuple(a for a in args if a.category == "input"),
                    tuple(a for a in args if a.category == "output"),
                    tuple(a for a in args if a.category == "attribute"),
-                   spec["typesupport"], spec["type_names"])
+                   rows, spec["type_names"])
+
+
+# TOSA 1.1 CONV2D's floating-point rows as tosa-tools 2026.8 defines them (its generator's
+# _setTypesConv2d and _get_conv_accum_output_dtypes_from_tgTypes; its reference model accepts
+# exactly these and refuses the others as "Unsupported operation type"), where the draft's
+# tosa.xml (spec commit 653c153) lists other mixed-precision rows. in_t and weight_t are any two
+# of FP8E4M3, FP8E5M2, FP16, BF16, FP32 and the bs32 block-scaled types (whose zero points are
+# FP32); out_t is FP32 (acc_t FP32), or FP16 when neither is BF16 or FP32 (acc_t FP16 or FP32),
+# or BF16 when neither is FP16 or FP32 (acc_t BF16 or FP32). The integer rows stay the table's.
+_CONV2D_1_1_PLAIN = ("FP8E4M3", "FP8E5M2", "FP16", "BF16", "FP32")
+_CONV2D_1_1_SCALED = tuple(f"BS32_FP8UE8M0_{t}" for t in (
+    "FP8E4M3", "FP8E5M2", "FP6E3M2", "FP6E2M3", "FP4E2M1", "MXINT8"))
+_CONV2D_1_1_ACC = {"FP32": ("FP32",), "FP16": ("FP16", "FP32"), "BF16": ("BF16", "FP32")}
+
+
+def _type_extensions(t: str) -> tuple[str, ...]:
+    """The extensions an element type of a float CONV2D row asks for (none: PRO-FP's own)."""
+    if t.startswith("BS32_FP8UE8M0_"):
+        value = t.removeprefix("BS32_FP8UE8M0_")
+        return ("EXT-MX-COMMON", "EXT-MX-" + ("INT8" if value == "MXINT8" else value))
+    return {"FP8E4M3": ("EXT-FP8E4M3",), "FP8E5M2": ("EXT-FP8E5M2",),
+            "BF16": ("EXT-BF16",)}.get(t, ())
+
+
+def _conv2d_1_1_rows(table: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    known = {tuple(sorted(r["types"].items())): r for r in table}
+    rows = [r for r in table if r["types"]["in_t"] not in FLOAT_TYPES
+            and not r["types"]["in_t"].startswith("BS")]
+    for in_t, weight_t in product(_CONV2D_1_1_PLAIN + _CONV2D_1_1_SCALED, repeat=2):
+        pair = {in_t, weight_t}
+        outs = ["FP32"]
+        if not pair & {"BF16", "FP32"}:
+            outs.append("FP16")
+        if not pair & {"FP16", "FP32"}:
+            outs.append("BF16")
+        for out_t in outs:
+            for acc_t in _CONV2D_1_1_ACC[out_t]:
+                types = {"in_t": in_t, "weight_t": weight_t, "out_t": out_t, "acc_t": acc_t,
+                         "in_zp_t": "FP32" if in_t.startswith("BS") else in_t,
+                         "weight_zp_t": "FP32" if weight_t.startswith("BS") else weight_t}
+                row = known.get(tuple(sorted(types.items())))
+                if row is None:
+                    exts = tuple(dict.fromkeys(e for t in (in_t, weight_t, out_t, acc_t)
+                                               for e in _type_extensions(t)))
+                    row = {"mode": "Mixed precision fp (tosa-tools 2026.8)", "types": types,
+                           "options": (exts or ("PRO-FP",),)}
+                rows.append(row)
+    return tuple(rows)
 
 
 @cache
