@@ -1,0 +1,134 @@
+"""TOSA 1.1 CONV2D types as tosa-tools 2026.8 defines them: mixed-precision float operands,
+acc_type per out_t, block-scaled weights and inputs.
+
+Oracle: the reference model (tosa-tools 2026.8.0) on graphs written by tosa_jax and stamped
+1.1.0-draft, for the values and for which type combinations are valid. The data are small
+multiples of powers of two, so every product and partial sum is exact in the accumulator type
+and any summation order gives the reference model's bits.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tosa_jax
+from tosa_jax.ir import HOST_DTYPES, GraphBuilder
+from tosa_jax.testing.reference import run_reference
+
+V11 = (1, 1, 0, True)
+V10 = (1, 0, 0, False)
+NP = {"FP16": np.float16, "BF16": ml_dtypes.bfloat16, "FP32": np.float32,
+      "FP8E4M3": ml_dtypes.float8_e4m3fn, "FP8E5M2": ml_dtypes.float8_e5m2}
+
+
+def _conv_graph(version: tuple, x: np.ndarray, in_t: str, w: np.ndarray, w_t: str, out_t: str,
+                acc: str, w_scales: np.ndarray | None = None) -> tuple[bytes, str]:
+    """CONV2D of input ``x`` (a graph input) and constant weight ``w`` (block-scaled with
+    ``w_scales``), 3x3 kernel, pad 1, stride 1, dilation 1, bias 0.5 per channel."""
+    g = GraphBuilder(version)
+    xi = g.input("x", x.shape, in_t)
+    wc = g.const(w, w_t)
+    if w_scales is not None:
+        t = g.block.tensors[wc]
+        t.scale_dtype, t.block_size, t.scale_data = "FP8UE8M0", 32, w_scales
+    oc = w.shape[0]
+    b = g.const(np.full(oc, 0.5, NP[out_t]), out_t)
+    z1 = g.const(np.zeros(1, NP[in_t]), in_t)
+    z2 = (g.const(np.zeros(1, np.float32), "FP32") if w_scales is not None
+          else g.const(np.zeros(1, NP[w_t]), w_t))
+    n, h, wd, _ = x.shape
+    o = g.op("CONV2D", [xi, wc, b, z1, z2], (n, h, wd, oc), out_t, pad=(1, 1, 1, 1),
+             stride=(1, 1), dilation=(1, 1), acc_type=acc)
+    return tosa_jax.write(g.build([o])), o
+
+
+def _small(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Values in {-1, -0.5, 0, 0.5, 1}: exact in every float type here."""
+    return (rng.integers(-2, 3, shape) * 0.5).astype(NP[dtype])
+
+
+def _ref_in(x: np.ndarray) -> np.ndarray:
+    """The reference model reads an FP8E5M2 input from uint8 bits (as the suite stores it)."""
+    return x.view(np.uint8) if x.dtype == ml_dtypes.float8_e5m2 else x
+
+
+def _same_bits(got: np.ndarray, ref: np.ndarray) -> None:
+    assert got.dtype.itemsize == ref.dtype.itemsize
+    view = {2: np.uint16, 4: np.uint32}[got.dtype.itemsize]
+    np.testing.assert_array_equal(np.asarray(got).view(view), np.asarray(ref).view(view))
+
+
+# in_t, weight_t, out_t, acc_type: combinations tosa-tools 2026.8 generates (and its reference
+# model runs) beyond the draft tosa.xml's table (spec commit 653c153)
+MIXED = [("FP8E4M3", "FP8E5M2", "FP16", "FP16"), ("FP8E5M2", "FP16", "FP16", "FP16"),
+         ("BF16", "FP8E4M3", "BF16", "BF16"), ("FP8E4M3", "FP8E4M3", "BF16", "FP32"),
+         ("FP8E5M2", "BF16", "BF16", "FP32"), ("BF16", "BF16", "BF16", "BF16"),
+         ("FP16", "FP8E4M3", "FP32", "FP32")]
+
+
+@pytest.mark.parametrize("in_t, w_t, out_t, acc", MIXED)
+def test_mixed_precision_conv2d_against_the_reference(in_t: str, w_t: str, out_t: str,
+                                                      acc: str) -> None:
+    rng = np.random.default_rng(11)
+    x = _small(rng, (1, 5, 4, 6), in_t)
+    w = _small(rng, (3, 3, 3, 6), w_t)
+    data, name = _conv_graph(V11, x, in_t, w, w_t, out_t, acc)
+    ref = run_reference(data, {"x": _ref_in(x)}, [name])[name]
+    got = tosa_jax.load(data).run({"x": x})[name]
+    _same_bits(got, ref)
+
+
+# combinations the draft table lists (or that look plausible) but the reference model refuses
+# ("Unsupported operation type"): tosa_jax refuses them too
+REFUSED = [("BF16", "BF16", "FP16", "BF16"), ("FP16", "FP16", "BF16", "FP32"),
+           ("FP16", "BF16", "FP16", "FP32"), ("FP8E4M3", "FP8E4M3", "BF16", "FP16"),
+           ("FP32", "FP16", "FP16", "FP32")]
+
+
+@pytest.mark.parametrize("in_t, w_t, out_t, acc", REFUSED)
+def test_conv2d_type_combinations_the_reference_refuses(in_t: str, w_t: str, out_t: str,
+                                                        acc: str) -> None:
+    rng = np.random.default_rng(12)
+    x = _small(rng, (1, 3, 3, 2), in_t)
+    w = _small(rng, (2, 3, 3, 2), w_t)
+    data, name = _conv_graph(V11, x, in_t, w, w_t, out_t, acc)
+    with pytest.raises(Exception, match="Unsupported operation type"):
+        run_reference(data, {"x": _ref_in(x)}, [name])
+    with pytest.raises(tosa_jax.TosaValidationError, match="ERROR_IF"):
+        tosa_jax.load(data)
+
+
+def test_1_0_conv2d_keeps_the_1_0_table() -> None:
+    """A TOSA 1.0 graph: fp8 operands of different types are no 1.0 CONV2D row."""
+    rng = np.random.default_rng(13)
+    x = _small(rng, (1, 3, 3, 2), "FP8E4M3")
+    w = _small(rng, (2, 3, 3, 2), "FP8E5M2")
+    data, _ = _conv_graph(V10, x, "FP8E4M3", w, "FP8E5M2", "FP16", "FP16")
+    with pytest.raises(tosa_jax.TosaValidationError, match="ERROR_IF"):
+        tosa_jax.load(data)
+
+
+@pytest.mark.parametrize("value_t, in_t, out_t, acc", [
+    ("FP6E2M3", "FP16", "FP16", "FP32"), ("FP8E4M3", "FP32", "FP32", "FP32"),
+    ("FP4E2M1", "BF16", "BF16", "BF16"), ("MXINT8", "FP16", "FP16", "FP16")])
+def test_block_scaled_weight_conv2d_against_the_reference(value_t: str, in_t: str, out_t: str,
+                                                          acc: str) -> None:
+    """A bs32 block-scaled constant weight (values times 2^scale of their block of 32 along IC),
+    read as apply_mul_s<acc_t>(scale, value)."""
+    rng = np.random.default_rng(14)
+    # input and weight values in {-1, 0, 1}, scales 1 or 2: integer products of at most 2, and
+    # partial sums far below 2^8, exact even in a bf16 accumulator
+    x = rng.integers(-1, 2, (1, 4, 4, 32)).astype(NP[in_t])
+    codes = rng.integers(-1, 2, (2, 3, 3, 32))
+    if value_t == "MXINT8":  # the value of an MXINT8 code is code / 64
+        w = (codes * 64).astype(np.int8)
+    else:
+        w = codes.astype(HOST_DTYPES[value_t])
+    scales = np.exp2(rng.integers(0, 2, (2, 3, 3, 1))).astype(ml_dtypes.float8_e8m0fnu)
+    data, name = _conv_graph(V11, x, in_t, w, value_t, out_t, acc, w_scales=scales)
+    model = tosa_jax.load(data)
+    assert "EXT-MX-COMMON" in model.requirements.summary()
+    ref = run_reference(data, {"x": _ref_in(x)}, [name])[name]
+    _same_bits(model.run({"x": x})[name], ref)
