@@ -723,7 +723,6 @@ def conv3d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any, weight
            acc_type: str, local_bound: bool = False) -> Any:
     zp, wzp = _zero_points(node, [("input_zp", 3, input_zp), ("weight_zp", 4, weight_zp)])
     _check_acc(node, acc_type)
-    input, weight = (_read_operand(node, i, v, acc_type) for i, v in ((0, input), (1, weight)))
     n, id_, ih, iw, ic = node.inputs[0].shape
     oc, kd, kh, kw, wic = node.inputs[1].shape
     # pad is [d0, d1, top, bottom, left, right]: pairs per spatial dim, as the geometry wants.
@@ -765,7 +764,6 @@ def transpose_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: A
     zero point) with the flipped kernel, padded by KH - 1 + out_pad on each side."""
     zp, wzp = _zero_points(node, [("input_zp", 3, input_zp), ("weight_zp", 4, weight_zp)])
     _check_acc(node, acc_type)
-    input, weight = (_read_operand(node, i, v, acc_type) for i, v in ((0, input), (1, weight)))
     n, ih, iw, ic = node.inputs[0].shape
     oc, kh, kw, wic = node.inputs[1].shape
     opt, opb, opl, opr = out_pad

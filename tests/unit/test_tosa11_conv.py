@@ -132,3 +132,44 @@ def test_block_scaled_weight_conv2d_against_the_reference(value_t: str, in_t: st
     assert "EXT-MX-COMMON" in model.requirements.summary()
     ref = run_reference(data, {"x": _ref_in(x)}, [name])[name]
     _same_bits(model.run({"x": x})[name], ref)
+
+
+def _other_conv(op: str, x: np.ndarray, in_t: str, w: np.ndarray, w_t: str, out_t: str,
+                acc: str) -> tuple[bytes, str]:
+    """CONV3D (1x1x1 kernel) or TRANSPOSE_CONV2D (1x1 kernel) of input ``x``, constant ``w``."""
+    g = GraphBuilder(V11)
+    xi = g.input("x", x.shape, in_t)
+    oc = w.shape[0]
+    ins = [xi, g.const(w, w_t), g.const(np.zeros(oc, NP[out_t]), out_t),
+           g.const(np.zeros(1, NP[in_t]), in_t), g.const(np.zeros(1, NP[w_t]), w_t)]
+    attrs = (dict(pad=(0,) * 6, stride=(1, 1, 1), dilation=(1, 1, 1)) if op == "CONV3D"
+             else dict(out_pad=(0,) * 4, stride=(1, 1)))
+    o = g.op(op, ins, x.shape[:-1] + (oc,), out_t, acc_type=acc, **attrs)
+    return tosa_jax.write(g.build([o])), o
+
+
+@pytest.mark.parametrize("op, in_t, w_t, out_t, acc, valid", [
+    ("CONV3D", "FP8E4M3", "FP8E4M3", "FP16", "FP16", True),
+    ("TRANSPOSE_CONV2D", "FP8E5M2", "FP8E5M2", "FP32", "FP32", True),
+    ("CONV3D", "FP16", "FP8E4M3", "FP16", "FP32", False),
+    ("CONV3D", "BF16", "BF16", "FP32", "FP32", False),
+    ("TRANSPOSE_CONV2D", "FP16", "FP8E4M3", "FP16", "FP32", False),
+    ("TRANSPOSE_CONV2D", "FP32", "FP16", "FP32", "FP32", False)])
+def test_conv3d_and_transpose_conv2d_keep_single_type_rows(op: str, in_t: str, w_t: str,
+                                                           out_t: str, acc: str,
+                                                           valid: bool) -> None:
+    """The draft table's "Mixed precision" rows of CONV3D and TRANSPOSE_CONV2D are refused by
+    the reference model, and by tosa_jax; their single-type rows run as the reference does."""
+    rng = np.random.default_rng(15)
+    shape = (1, 2, 3, 3, 8) if op == "CONV3D" else (1, 3, 3, 8)
+    x = _small(rng, shape, in_t)
+    w = _small(rng, (4,) + (1,) * (len(shape) - 2) + (8,), w_t)
+    data, name = _other_conv(op, x, in_t, w, w_t, out_t, acc)
+    if not valid:
+        with pytest.raises(Exception, match="Unsupported operation type"):
+            run_reference(data, {"x": _ref_in(x)}, [name])
+        with pytest.raises(tosa_jax.TosaValidationError, match="ERROR_IF"):
+            tosa_jax.load(data)
+        return
+    ref = run_reference(data, {"x": _ref_in(x)}, [name])[name]
+    _same_bits(tosa_jax.load(data).run({"x": x})[name], ref)
