@@ -9,6 +9,7 @@ and any summation order gives the reference model's bits.
 
 from __future__ import annotations
 
+import jax
 import ml_dtypes
 import numpy as np
 import pytest
@@ -76,8 +77,10 @@ def test_mixed_precision_conv2d_against_the_reference(in_t: str, w_t: str, out_t
     w = _small(rng, (3, 3, 3, 6), w_t)
     data, name = _conv_graph(V11, x, in_t, w, w_t, out_t, acc)
     ref = run_reference(data, {"x": _ref_in(x)}, [name])[name]
-    got = tosa_jax.load(data).run({"x": x})[name]
-    _same_bits(got, ref)
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            got = tosa_jax.load(data).run({"x": x})[name]
+        _same_bits(got, ref)
 
 
 # combinations the draft table lists (or that look plausible) but the reference model refuses
@@ -173,3 +176,24 @@ def test_conv3d_and_transpose_conv2d_keep_single_type_rows(op: str, in_t: str, w
         return
     ref = run_reference(data, {"x": _ref_in(x)}, [name])[name]
     _same_bits(tosa_jax.load(data).run({"x": x})[name], ref)
+
+
+def test_block_scaled_input_conv2d_against_the_reference() -> None:
+    """A bs32_fp8ue8m0_fp8e4m3 graph input (a ``tosa_jax.BlockScaled`` pair; its zero point is
+    FP32) with an FP16 weight: the input read as apply_mul_s<acc_t>(scale, value)."""
+    rng = np.random.default_rng(16)
+    xv = rng.integers(-1, 2, (1, 4, 4, 64)).astype(ml_dtypes.float8_e4m3fn)
+    xs = np.exp2(rng.integers(0, 2, (1, 4, 4, 2))).astype(ml_dtypes.float8_e8m0fnu)
+    w = rng.integers(-1, 2, (3, 3, 3, 64)).astype(np.float16)
+    g = GraphBuilder(V11)
+    xi = g.input("x", xv.shape, "FP8E4M3")
+    t = g.block.tensors[xi]
+    t.scale_dtype, t.block_size = "FP8UE8M0", 32
+    ins = [xi, g.const(w, "FP16"), g.const(np.full(3, 0.5, np.float16), "FP16"),
+           g.const(np.zeros(1, np.float32), "FP32"), g.const(np.zeros(1, np.float16), "FP16")]
+    o = g.op("CONV2D", ins, (1, 4, 4, 3), "FP16", pad=(1, 1, 1, 1), stride=(1, 1),
+             dilation=(1, 1), acc_type="FP32")
+    data = tosa_jax.write(g.build([o]))
+    ref = run_reference(data, {"x": xv}, [o], scales={"x": xs})[o]
+    got = tosa_jax.load(data).run({"x": tosa_jax.BlockScaled(xv, xs)})[o]
+    _same_bits(got, ref)
