@@ -162,6 +162,12 @@ class Selection:
 # first, with progress): every profile and extension; cached under CI_CACHE.
 CI_SELECTION = Selection(version="1.0.2", profiles=("all",), extensions=("all",),
                          test_type="positive", seed=CI_SEED)
+# The TOSA 1.1.0-draft CI slice: every operator at 1.1, not only those 1.1 adds: 1.1 changes the
+# rules of 42 of 1.0's (new type rows: mixed-precision and block-scaled CONV2D, block-scaled CAST,
+# CONCAT, RESHAPE, RESIZE, INT64 ...), and a slice of the added ones alone missed 48 failures
+# of those (2026-11-27, seed 7).
+CI_SELECTION_1_1 = Selection(version="1.1.0-draft", profiles=("all",), extensions=("all",),
+                             test_type="positive", seed=CI_SEED)
 # Every ERROR_IF test of the suite (tests/conformance/test_negative_profiles.py), kept whole.
 CI_NEGATIVES = Selection(version="1.0.2", profiles=("all",), extensions=("all",),
                          test_type="negative")
@@ -987,8 +993,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_slice(args: argparse.Namespace) -> int:
-    wanted = [(CI_SELECTION, False)] + ([(CI_NEGATIVES, True), (CI_NEGATIVES_1_1, True)]
-                                        if args.negatives else [])
+    wanted = [(CI_SELECTION, False), (CI_SELECTION_1_1, False)]
+    if args.negatives:
+        wanted += [(CI_NEGATIVES, True), (CI_NEGATIVES_1_1, True)]
     for selection, whole in wanted:
         start = time.monotonic()
         root = cached_slice(Path(args.cache), selection, args.jobs, progress=True, whole=whole)
