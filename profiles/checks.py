@@ -1161,6 +1161,7 @@ def _block_scaled_constants(c: OpCheck) -> None:
                    "dimension divided by the block size", tensor=name,
                    scales=tuple(t.scale_data.shape), expected=t.scale_shape)
 
+
 def _block_shapes(c: OpCheck, args: tuple[str, ...], type_var: str) -> None:
     """TOSA 1.1's rules of a block-scaled tensor argument (CAST, CONCAT, CONST, IDENTITY,
     RESHAPE, REVERSE): ERROR_IF(is_block_scale<T>() && rank(shape) == 0) and
@@ -1197,7 +1198,6 @@ def CAST(c: OpCheck) -> None:  # noqa: N802
 def IDENTITY(c: OpCheck) -> None:  # noqa: N802
     """TOSA 1.1 IDENTITY.tosac: the block-scaled shape rules."""
     _block_shapes(c, ("input1", "output"), "in_out_t")
-
 
 
 def MATMUL_T(c: OpCheck) -> None:  # noqa: N802
