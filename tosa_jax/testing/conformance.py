@@ -494,7 +494,8 @@ def generate_slice(out: Path, selection: Selection, jobs: int = 2, verbose: bool
         done = sum(1 for _ in out.rglob("desc.json"))
         print(f"conformance {selection.test_type} {'tests' if whole else 'slice'}: {done} "
               f"generated so far ({time.monotonic() - start:.0f} s"
-              + ("" if whole else f"; the CI slice has about {SLICE_TESTS}") + ")",
+              + (f"; the CI slice has about {SLICE_TESTS}" if selection == CI_SELECTION
+                 else "") + ")",
               file=sys.stderr, flush=True)
 
     generate(out, selection, jobs, slice_only=not whole, verbose=verbose,
