@@ -1179,6 +1179,12 @@ def apply_block_scale(values: Array, scale: Array, block_size: int) -> Array:
     return jnp.where(nan, jnp.float32(jnp.nan), times_pow2(values, k))
 
 
+def block_dequantize(values: Array, scale: Array, in_t: str, block_size: int) -> Array:
+    """A block-scaled tensor's values (of type ``in_t``) as f32, each times its block's scale:
+    block_value_f32 then apply_block_scale (the traced form of block_dequantize_host)."""
+    return apply_block_scale(block_value_f32(values, in_t), jnp.asarray(scale), block_size)
+
+
 def block_dequantize_host(values: np.ndarray, scale: np.ndarray, in_t: str,
                           block_size: int) -> np.ndarray:
     """block_value_f32 then apply_block_scale of constant operands, in numpy at trace time: the

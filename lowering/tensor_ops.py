@@ -39,12 +39,11 @@ from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
     INT_RANGES,
     Wide,
-    apply_block_scale,
     apply_scale_32,
     as_i32,
     as_wide,
+    block_dequantize,
     block_dequantize_host,
-    block_value_f32,
     int_dot_general,
     lx,
     offcpu_int_dot,
@@ -784,8 +783,7 @@ def _dequantize(node: Node, index: int, data: Any, scale: Any, block_size: int) 
     scales' shape: ERROR_IFs checked by profiles/.)"""
     if isinstance(data, np.ndarray) and isinstance(scale, np.ndarray):  # a constant (weights)
         return block_dequantize_host(data, scale, node.inputs[index].dtype, block_size)
-    x = block_value_f32(data, node.inputs[index].dtype)
-    return apply_block_scale(x, jnp.asarray(scale), block_size)
+    return block_dequantize(data, scale, node.inputs[index].dtype, block_size)
 
 
 @lowering("MATMUL_T_BLOCK_SCALED")
@@ -827,7 +825,7 @@ def _read_scaled(node: Node, index: int, x: Any, out_t: str) -> Any:
     if not isinstance(x, BlockScaled):
         return jnp.asarray(x).astype(jnp.float32)
     t = node.inputs[index]
-    v = apply_block_scale(block_value_f32(x.values, t.dtype), jnp.asarray(x.scales), t.block_size)
+    v = block_dequantize(x.values, x.scales, t.dtype, t.block_size)
     return v if out_t == "FP32" else v.astype(DEVICE_DTYPES[out_t]).astype(jnp.float32)
 
 

@@ -16,14 +16,13 @@ from tosa_jax.lowering.numerics import (
     DEVICE_DTYPES,
     INT_RANGES,
     Wide,
-    apply_block_scale,
     apply_scale_16,
     apply_scale_32,
     apply_scale_host,
     as_i32,
     bitcast_u32,
+    block_dequantize,
     block_scale_exponent,
-    block_value_f32,
     is_host,
     lx,
     require,
@@ -278,7 +277,7 @@ def cast(node: Node, input: Any) -> Any:
         if out_t not in _FLOATS:
             raise TosaUnsupportedError(
                 f"CAST from {node.inputs[0].type_name} to {out_t} is not supported")
-        x = _block_dequantize(input.values, input.scales, in_t, node.inputs[0].block_size)
+        x = block_dequantize(input.values, input.scales, in_t, node.inputs[0].block_size)
         return x.astype(DEVICE_DTYPES[out_t])
     if out_t == "BOOL":
         # out = (in != 0) ? true : false
@@ -362,11 +361,5 @@ def cast_from_block_scaled(node: Node, input_data: Any, input_scale: Any, *,
                            block_size: int) -> Any:
     """TOSA 1.1: out = round_to_nearest_float(fp32(x) * fp32(scale of its block)). (Shapes and
     block size: ERROR_IFs checked by profiles/.)"""
-    return _block_dequantize(input_data, input_scale, node.inputs[0].dtype,
-                             block_size).astype(DEVICE_DTYPES[node.out.dtype])
-
-
-def _block_dequantize(values: Any, scales: Any, in_t: str, block_size: int) -> Any:
-    """fp32(value) * fp32(scale of its block) as f32: exact (a power of two times a value of
-    at most 8 significant bits) but for results below the f32 normal range (times_pow2)."""
-    return apply_block_scale(block_value_f32(values, in_t), jnp.asarray(scales), block_size)
+    return block_dequantize(input_data, input_scale, node.inputs[0].dtype,
+                            block_size).astype(DEVICE_DTYPES[node.out.dtype])
