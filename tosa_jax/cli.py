@@ -114,8 +114,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(line)
         if args.print:
             print(np.array2string(value, threshold=64))
-    how = "ran (executable from the compile cache)" if model.compile_source == "cache" else (
-        "compiled and ran")
+    how = {"cache": "ran (executable from the compile cache)",
+           "numpy": "traced and ran with numpy (tosa_jax.npexec: no XLA compile)",
+           "numpy, cache": "ran with numpy (program from the compile cache)"}.get(
+        model.compile_source or "", "compiled and ran")
     print(f"{how} in {t1 - t0:.3f} s", file=sys.stderr)
     return 0
 

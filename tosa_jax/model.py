@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tosa_jax import hostexec
+from tosa_jax import hostexec, npexec
 from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import (
     TosaInputError,
@@ -236,7 +236,9 @@ class Model:
                        ) and not floats
         self._build_lock = threading.Lock()
         self.cache = open_cache(cache)
-        self.compile_source: str | None = None  # "cache" or "compiled", for the last build
+        # "cache" or "compiled", for the last build; "numpy" ("numpy, cache") where the first
+        # call ran the numpy program traced here (from the cache)
+        self.compile_source: str | None = None
         self._digest = digest  # SHA-256 of the graph's bytes; None: computed when first needed
         # tosa_jax.inspect: jitted intermediates functions, and their executables by signature
         self._kept: dict[tuple[Any, ...], Any] = {}
@@ -247,6 +249,10 @@ class Model:
         # The cached executable run without JAX (run() only): None not looked up yet, False none
         self._host: hostexec.HostExecutable | None | bool = None
         self._host_upgrade: threading.Thread | None = None  # see _upgrade_host
+        # The program run by numpy (tosa_jax.npexec): None not looked up yet, False none
+        self._np: dict[str, Any] | bool | None = None
+        self._np_calls = 0
+        self._np_handover: threading.Thread | None = None  # see _np_run
 
     def _functions(self) -> None:
         # The executor imports every lowering (tens of ms): a model whose executables come from
@@ -295,6 +301,12 @@ class Model:
         if not hasattr(self, "_traced"):
             self._functions()
         platform = self._platform(args)
+        from tosa_jax.lowering.numerics import lowering_for
+
+        with no_gc(), lowering_for(platform):
+            return without_locations(self._jitted(platform).lower(*args))
+
+    def _jitted(self, platform: str) -> Any:
         jitted = self._jitted_fns.get(platform)
         if jitted is None:
             base = self._traced
@@ -303,10 +315,7 @@ class Model:
                 return base(*a)
 
             jitted = self._jitted_fns[platform] = jax.jit(fn)
-        from tosa_jax.lowering.numerics import lowering_for
-
-        with no_gc(), lowering_for(platform):
-            return without_locations(jitted.lower(*args))
+        return jitted
 
     def _meta(self) -> dict[str, Any]:
         """What a later load of the same bytes with the same options takes from the cache."""
@@ -546,6 +555,100 @@ class Model:
         keep = entry is None and tier == 0 and self.cache is not None
         return _Slot(exe, tier, lowered if keep else None)
 
+    # -- small integer graphs run by numpy (tosa_jax.npexec) ----------------------------------
+
+    def _np_applies(self) -> bool:
+        """Whether calls may start on the numpy program: an integer graph with outputs on the
+        host, no variables, and little enough work (npexec.MAX_MACS, MAX_ELEMENTS) that numpy
+        answers before XLA could have compiled it."""
+        return (npexec.enabled() and not self.floats and self.host_outputs
+                and not self.variables and self.device is None
+                and self.int_macs <= npexec.MAX_MACS
+                and self.largest_value <= npexec.MAX_ELEMENTS)
+
+    def _np_run(self, bound: list[Any]) -> list[Any] | None:
+        """The outputs computed by the graph's numpy program, or None where there is none (the
+        caller then compiles, or loads a cached executable: the same integers). A graph's first
+        call runs the program (traced here, or read from the compile cache without JAX); its
+        second hands the calls over to the optimized XLA executable, built (or loaded) in the
+        background while the program keeps answering: a loop over samples gets XLA's speed,
+        a graph run once pays no XLA compile or rebuild at all."""
+        if self._np is False:
+            return None
+        with self._build_lock:
+            if self._np is None:
+                program = None
+                if self._np_applies() and not self._executables and self._host is None:
+                    program = self._np_program(bound)
+                self._np = program if program is not None else False
+            program = self._np
+            if program is False:
+                return None
+            self._np_calls += 1
+            if self._np_calls == 2:
+                # Not a daemon: see _call
+                self._np_handover = threading.Thread(
+                    target=self._np_hand_over, args=(list(bound),), name="tosa_jax-optimize",
+                    daemon=False)
+                self._np_handover.start()
+        assert isinstance(program, dict)
+        results = npexec.run(program, [leaf for a in bound for leaf in _flat(a)])
+        it = iter(results)
+        return [*(_regroup(it, spec) for spec in self.outputs), *it]  # (+ the REQUIRE flag)
+
+    def _np_key(self) -> dict[str, Any] | None:
+        if self.cache is None or self._digest is None:
+            return None
+        args = [leaf for s in self.inputs for leaf in host_leaves(s)]
+        return {"kind": "npexec", "format": npexec.FORMAT, "graph": self._program_digest(),
+                "code": code_digest(), "args": [[list(s), d] for s, d in args],
+                "runtime": hostexec.runtime_id()}
+
+    def _np_program(self, bound: list[Any]) -> dict[str, Any] | None:
+        """The numpy program of the graph function: from the compile cache, else traced (a
+        graph it cannot run is recorded there too, so later processes do not trace it)."""
+        key = self._np_key()
+        if key is not None:
+            entry = self.cache.get(key)
+            if isinstance(entry, dict):
+                program = entry.get("program")
+                if not isinstance(program, dict) or program["bytes"] > self.limits.max_bytes:
+                    return None
+                self.compile_source = "numpy, cache"
+                return program
+        try:
+            from tosa_jax.lowering.numerics import lowering_for
+
+            with no_gc(), lowering_for("cpu"):
+                closed = self._jitted("cpu").trace(*bound).jaxpr
+            program = npexec.from_jaxpr(closed)
+            # (over the memory limit: XLA's executable refuses it with its own figures)
+            if (npexec.steps(program) > npexec.MAX_STEPS
+                    or program["bytes"] > self.limits.max_bytes):
+                program = None
+        except npexec.Unsupported:
+            program = None
+        except Exception:  # a graph JAX cannot trace is refused by the compiled path, as before
+            return None
+        if key is not None:
+            self.cache.put_later(key, lambda: {"program": program})
+        if program is not None:
+            self.compile_source = "numpy"
+        return program
+
+    def _np_hand_over(self, bound: list[Any]) -> None:
+        """Load (or build) the executable the calls go to after the numpy program's first:
+        the cached one without JAX where there is one, else the optimized XLA executable."""
+        try:
+            if self._host_run(bound) is None:
+                args = tuple(bound)
+                sig = self._signature(args)
+                if sig not in self._executables:
+                    self._executables[sig] = self._build(args, optimize=True)
+        except Exception:  # the compiled path will say why, on the next call
+            pass
+        self._np = False
+
     # -- the cached executable without JAX (tosa_jax.hostexec) -------------------------------
 
     def _host_key(self) -> dict[str, Any] | None:
@@ -761,7 +864,9 @@ class Model:
     def _outputs(self, bound: list[Any]) -> tuple[Any, ...] | list[np.ndarray]:
         """The outputs for bound inputs: from the cached executable without JAX where the host
         path takes it, else through JAX."""
-        outs = self._host_run(bound)
+        outs = self._np_run(bound)
+        if outs is None:
+            outs = self._host_run(bound)
         return self._execute_bound(bound) if outs is None else outs
 
     # -- intermediates (tosa_jax.inspect) -------------------------------------------------

@@ -27,9 +27,11 @@ X = np.load(FIXTURES / "cnn_int8.input.npy")
 @pytest.fixture(autouse=True)
 def _jax_entries_only(monkeypatch: pytest.MonkeyPatch):
     """These tests are about JAX's entries, so the host path (tosa_jax.hostexec, tested in
-    test_hostexec.py) is off here and in the subprocesses, which inherit the environment: no
-    host entries are written and model(x) from the cache goes through JAX's."""
+    test_hostexec.py) and the numpy programs (test_npexec.py) are off here and in the
+    subprocesses, which inherit the environment: no host entries are written and model(x) from
+    the cache goes through JAX's."""
     monkeypatch.setenv("TOSA_JAX_HOSTEXEC", "0")
+    monkeypatch.setenv("TOSA_JAX_NPEXEC", "0")  # (numpy programs: test_npexec.py)
     hostexec.enabled.cache_clear()
     yield
     monkeypatch.undo()

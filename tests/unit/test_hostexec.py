@@ -36,6 +36,13 @@ print(json.dumps({"source": source, "jax": jax_after_run, "jax_rm": "jax" in sys
 """
 
 
+@pytest.fixture(autouse=True)
+def _xla_executables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about XLA's executables: a graph's first call runs one, not the graph's
+    numpy program (tosa_jax.npexec, tested in test_npexec.py); subprocesses inherit this."""
+    monkeypatch.setenv("TOSA_JAX_NPEXEC", "0")
+
+
 def _inputs(model: tosa_jax.Model, name: str, tmp: Path) -> list[Path]:
     rng = np.random.default_rng(7)
     paths = []

@@ -28,6 +28,13 @@ SPLIT = 'outer_dimension_partitions":["'
 CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+@pytest.fixture(autouse=True)
+def _xla_executables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about XLA's executables: a graph's first call runs one, not the graph's
+    numpy program (tosa_jax.npexec, tested in test_npexec.py); subprocesses inherit this."""
+    monkeypatch.setenv("TOSA_JAX_NPEXEC", "0")
+
+
 def _input(name: str) -> np.ndarray:
     return np.load(FIXTURES / f"{name}.input.npy")
 

@@ -18,6 +18,13 @@ from tosa_jax import model as model_mod
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
+@pytest.fixture(autouse=True)
+def _xla_executables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about XLA's executables: a graph's first call runs one, not the graph's
+    numpy program (tosa_jax.npexec, tested in test_npexec.py); subprocesses inherit this."""
+    monkeypatch.setenv("TOSA_JAX_NPEXEC", "0")
+
+
 def test_options_follow_convolution_types(tmp_path) -> None:
     fp = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
     i8 = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)

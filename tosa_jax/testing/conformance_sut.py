@@ -39,6 +39,10 @@ if os.environ.get("TOSA_JAX_SUT_X64", "") not in ("", "0"):
 import tosa_jax  # noqa: E402  (after the x64 switch; its names load JAX on first use)
 from tosa_jax.ir import HOST_DTYPES, INT_RANGES  # noqa: E402
 
+# A graph run by numpy on its first call (tosa_jax.npexec) is also run by its XLA executable,
+# whose outputs must be the same bits: TOSA_JAX_SUT_ENGINES=first runs only the first.
+BOTH_ENGINES = os.environ.get("TOSA_JAX_SUT_ENGINES", "both").strip().lower() != "first"
+
 # The numpy dtype tosa_jax's ``Model.run`` takes for a graph input of each TOSA element type.
 # The conformance .npy input files hold: INT4 as int8 (sign-extended), INT48 as int64
 # (sign-extended), BOOL as bool, unsigned RESCALE data as the bit pattern in int8/int16, BF16 and
@@ -195,6 +199,16 @@ class TosaSUTRunner(TosaTestRunner):
                         f"{name} scales", scales, scaled[name].scale_dtype or "",
                         scaled[name].scale_shape))
             outputs = model.run(feeds)
+            if isinstance(model._np, dict) and BOTH_ENGINES:
+                # Computed by the graph's numpy program (tosa_jax.npexec), which the verifier
+                # judges; the XLA executable of the same graph must give the same bits, so
+                # that the slice judges both engines against the reference model.
+                model._np = False
+                differ = [name for name, value in model.run(feeds).items()
+                          if not np.array_equal(value, outputs[name])]
+                if differ:
+                    return result.OTHER_ERROR, (f"tosa_jax's numpy program and XLA executable "
+                                                f"differ on output(s) {differ}")
         except tosa_jax.TosaError as exc:
             return result.TOSA_ERROR, f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # a crash of the runtime: fail the test, keep the run going
