@@ -357,7 +357,9 @@ def _enc_argminmax(conv: _Converter, e: Any) -> Any:
 def run(program: dict[str, Any], args: Sequence[Any], check: bool = False) -> list[np.ndarray]:
     """The program's outputs for ``args`` (numpy arrays of its inputs' types)."""
     with np.errstate(all="ignore"):  # integer wrap-around is the defined result
-        return [np.asarray(o) for o in _run(program, [np.asarray(a) for a in args])]
+        # C order, as XLA's results are: a caller may read the bytes (ExecuTorch's runner
+        # does), and a transpose or a broadcast is a strided view here
+        return [np.asarray(o, order="C") for o in _run(program, [np.asarray(a) for a in args])]
 
 
 def _run(program: dict[str, Any], args: Sequence[np.ndarray]) -> list[Any]:

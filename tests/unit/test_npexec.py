@@ -39,6 +39,7 @@ def same_as_xla(f, *args) -> None:
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        assert g.flags.c_contiguous  # (callers may read the bytes, as ExecuTorch's runner does)
         np.testing.assert_array_equal(g, w)
 
 
