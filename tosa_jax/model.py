@@ -559,8 +559,9 @@ class Model:
 
     def _np_applies(self) -> bool:
         """Whether calls may start on the numpy program: an integer graph with outputs on the
-        host, no variables, and little enough work (npexec.MAX_MACS, MAX_ELEMENTS) that numpy
-        answers before XLA could have compiled it."""
+        host, no variables, and little enough work (npexec.MAX_MACS, MAX_ELEMENTS; then the
+        traced program's estimate, npexec.BUDGET_MS) that numpy answers in about the time a
+        quick-tier executable would, its compile spared."""
         return (npexec.enabled() and not self.floats and self.host_outputs
                 and not self.variables and self.device is None
                 and self.int_macs <= npexec.MAX_MACS
@@ -612,7 +613,8 @@ class Model:
             entry = self.cache.get(key)
             if isinstance(entry, dict):
                 program = entry.get("program")
-                if not isinstance(program, dict) or program["bytes"] > self.limits.max_bytes:
+                if (not isinstance(program, dict) or program["bytes"] > self.limits.max_bytes
+                        or npexec.cost_ms(program) > npexec.BUDGET_MS):
                     return None
                 self.compile_source = "numpy, cache"
                 return program
@@ -623,7 +625,7 @@ class Model:
                 closed = self._jitted("cpu").trace(*bound).jaxpr
             program = npexec.from_jaxpr(closed)
             # (over the memory limit: XLA's executable refuses it with its own figures)
-            if (npexec.steps(program) > npexec.MAX_STEPS
+            if (npexec.cost_ms(program) > npexec.BUDGET_MS
                     or program["bytes"] > self.limits.max_bytes):
                 program = None
         except npexec.Unsupported:

@@ -29,10 +29,23 @@ from typing import Any
 import numpy as np
 
 FORMAT = 1
-# Which graphs start on numpy (measured: see MAX_MACS's note in the README's "First result").
-MAX_MACS = 150_000_000  # integer multiply-adds a call
+# Which graphs start on numpy: those whose run is estimated (``cost_ms``) at most BUDGET_MS.
+# Their calls run on numpy until XLA's optimized executable is ready (compiled from the second
+# call on, in the background), so a loop over samples waits for no compile but runs slower
+# for its first seconds. Measured 2026-11-27 (Zen 3, one core busy), first result, fresh
+# process, empty cache, XLA's quick tier -> numpy, two runs each: cnn_int8 (estimated 2.6 ms a
+# run) 0.39 -> 0.17 s, mlp_attn_int8 (2.6 ms) 0.71-0.79 -> 0.28-0.37 s, lstm_int8 (58 ms)
+# 2.4-2.7 -> 1.4-1.8 s, bert_tiny_int8 (93 ms) 2.1-2.3 -> 1.2 s, whose next calls then take
+# 100-370 ms on numpy (with the compile beside them) against 27-30 ms on the quick tier, until
+# the optimized executable takes over; unet_int8 (182 ms) 5.2 -> 1.7-1.9 s, but 0.4-0.9 s a
+# call after that: over the budget, as are resnet_int8 and mobilenetv2_int8 (540 ms).
+BUDGET_MS = 100.0
+MAX_MACS = 100_000_000  # integer multiply-adds a call: not traced for numpy above
 MAX_ELEMENTS = 1 << 20  # in the largest tensor
-MAX_STEPS = 20_000  # numpy calls, sub-programs included
+# The estimate (ns): a numpy call's own cost, then per element written and per multiply-add
+# (the products run in float64 by the BLAS, operands converted and a convolution's patches
+# copied first); fitted on the fixtures and the zoo's integer graphs, within a factor of 2.
+_NS_CALL, _NS_ELEMENT, _NS_MAC = 4_000, 1.0, 1.0
 # float64 holds every integer below 2^53 exactly: a product of integers whose sum of absolute
 # values stays below this is computed exactly by the BLAS in float64 (far faster than numpy's
 # integer loops), then wrapped to the result type as XLA's integer arithmetic wraps.
@@ -45,16 +58,9 @@ def enabled() -> bool:
                                                                           "no")
 
 
-def steps(program: dict[str, Any]) -> int:
-    """The numpy calls of one run of ``program`` (a loop's body counted once)."""
-    total = 0
-    for name, params, _, _ in program["eqns"]:
-        total += 1
-        if name == "cond":
-            total += max(steps(b) for b in params)
-        elif name == "while":
-            total += steps(params["cond"]) + steps(params["body"])
-    return total
+def cost_ms(program: dict[str, Any]) -> float:
+    """The estimated time of one run of ``program`` (a while loop's body counted once)."""
+    return program["cost_ns"] / 1e6
 
 
 class Unsupported(Exception):
@@ -108,7 +114,7 @@ class _Converter:
         _lazy_broadcasts(eqns, shapes, outputs)
         out_avals = [(tuple(v.aval.shape), _np_dtype(v.aval).str) for v in jaxpr.outvars]
         return {"n": len(slots), "inputs": inputs, "consts": const_slots, "eqns": eqns,
-                "outputs": outputs, "out_avals": out_avals}
+                "outputs": outputs, "out_avals": out_avals, "cost_ns": _cost(eqns, shapes)}
 
     def _arg(self, v: Any, slots: dict[Any, int]) -> Any:
         if hasattr(v, "val"):  # a Literal
@@ -195,6 +201,27 @@ def _lazy_broadcasts(eqns: list[Any], shapes: list[tuple[int, ...]], outputs: li
     for k in lazy.values():
         name, params, ins, outs = eqns[k]
         eqns[k] = ("broadcast_lazy", params, ins, outs)
+
+
+def _cost(eqns: list[Any], shapes: list[tuple[int, ...]]) -> float:
+    """The estimated nanoseconds of a run of these eqns (see _NS_CALL)."""
+    total = 0.0
+    for name, params, ins, outs in eqns:
+        written = sum(_size(shapes[o]) for o in outs if o >= 0)
+        total += _NS_CALL + _NS_ELEMENT * written
+        if name == "dot_general":
+            k = _size([shapes[ins[0]][d] for d in params["lc"]]) if type(ins[0]) is int else 1
+            total += _NS_MAC * written * k
+        elif name == "conv_general_dilated" and type(ins[1]) is int:
+            rhs = shapes[ins[1]]
+            total += _NS_MAC * written * _size(rhs) // max(rhs[params["rhs_spec"][0]], 1)
+        elif name == "cond":
+            total += max(b["cost_ns"] for b in params)
+        elif name == "while":
+            total += params["cond"]["cost_ns"] + params["body"]["cost_ns"]
+        elif name == "scan":
+            total += params["length"] * params["body"]["cost_ns"]
+    return total
 
 
 def _platform_index(platforms: Sequence[Any], platform: str) -> int:
