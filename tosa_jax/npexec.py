@@ -848,7 +848,6 @@ _KERNELS: dict[str, Callable[..., Any]] = {
     "reshape": lambda p, x, *dyn: np.reshape(x, p["new_sizes"]),
     "squeeze": lambda p, x: np.reshape(x, [n for d, n in enumerate(np.shape(x))
                                            if d not in p["dimensions"]]),
-    "expand_dims": lambda p, x: np.expand_dims(x, p["dimensions"]),
     "transpose": lambda p, x: np.transpose(x, p["permutation"]),
     "slice": _slice, "pad": _pad,
     "concatenate": lambda p, *xs: np.concatenate(xs, axis=p["dimension"]),
@@ -881,7 +880,7 @@ _ENCODERS: dict[str, Callable[[_Converter, Any], Any]] = {
     "convert_element_type": _enc_convert, "bitcast_convert_type": _enc_convert,
     "broadcast_in_dim": _enc_keys("shape", "broadcast_dimensions"),
     "reshape": _enc_reshape,
-    "squeeze": _enc_keys("dimensions"), "expand_dims": _enc_keys("dimensions"),
+    "squeeze": _enc_keys("dimensions"),
     "transpose": _enc_keys("permutation"),
     "slice": _enc_keys("start_indices", "limit_indices", "strides"),
     "pad": _enc_keys("padding_config"), "concatenate": _enc_keys("dimension"),

@@ -74,7 +74,7 @@ def test_bit_and_conversion_primitives():
                            lax.bitcast_convert_type(v, jnp.int8),
                            lax.bitcast_convert_type(lax.bitcast_convert_type(v, jnp.uint8),
                                                     jnp.int32)), x)
-    same_as_xla(lambda v: (jnp.abs(v), -v, ~v, v & 0x5A5A, v | 3, v ^ -1, jnp.sign(v),
+    same_as_xla(lambda v: (jnp.abs(v), -v, ~v, v & 0x5A5A, v | 3, v ^ -1, jnp.sign(v), v ** 3,
                            jnp.maximum(v, 7), jnp.minimum(v, -7), jnp.clip(v, -100, 100)), x)
     scalar = np.int32(-5)
     same_as_xla(lambda v: lax.clz(v) + v * v, scalar)  # rank 0 stays rank 0
