@@ -593,7 +593,13 @@ class Model:
                     daemon=False)
                 self._np_handover.start()
         assert isinstance(program, dict)
-        results = npexec.run(program, [leaf for a in bound for leaf in _flat(a)])
+        try:
+            results = npexec.run(program, [leaf for a in bound for leaf in _flat(a)])
+        except Exception as exc:  # a defect of ours: said, and XLA's executable answers
+            warnings.warn(f"tosa_jax.npexec failed ({type(exc).__name__}: {exc}); running the "
+                          "graph's XLA executable instead", RuntimeWarning, stacklevel=4)
+            self._np = False
+            return None
         it = iter(results)
         return [*(_regroup(it, spec) for spec in self.outputs), *it]  # (+ the REQUIRE flag)
 
@@ -613,8 +619,12 @@ class Model:
             entry = self.cache.get(key)
             if isinstance(entry, dict):
                 program = entry.get("program")
-                if (not isinstance(program, dict) or program["bytes"] > self.limits.max_bytes
-                        or npexec.cost_ms(program) > npexec.BUDGET_MS):
+                try:  # (an entry of an unexpected form is not trusted: XLA's way)
+                    if (not isinstance(program, dict)
+                            or program["bytes"] > self.limits.max_bytes
+                            or npexec.cost_ms(program) > npexec.BUDGET_MS):
+                        return None
+                except Exception:
                     return None
                 self.compile_source = "numpy, cache"
                 return program

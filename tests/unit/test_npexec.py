@@ -201,3 +201,17 @@ def test_switch_off(monkeypatch):
     model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
     model(np.load(FIXTURES / "cnn_int8.input.npy"))
     assert model._np is False and model._executables
+
+
+def test_a_failing_program_falls_back_to_xla_with_a_warning(monkeypatch, tmp_path):
+    x = np.load(FIXTURES / "cnn_int8.input.npy")
+    expected = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)(x)
+
+    def broken(p, a, b):
+        raise RuntimeError("a broken kernel")
+
+    monkeypatch.setitem(npexec._KERNELS, "add", broken)
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=str(tmp_path))
+    with pytest.warns(RuntimeWarning, match="npexec failed.*broken kernel"):
+        np.testing.assert_array_equal(model(x), expected)
+    assert model._np is False
