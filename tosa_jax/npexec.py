@@ -660,6 +660,36 @@ def _reduce_window(ufunc: np.ufunc, init: str) -> Callable[..., Any]:
     return kernel
 
 
+def _window_index(indices: np.ndarray, index_map: Sequence[int],
+                  operand_batching: Sequence[int], indices_batching: Sequence[int],
+                  shape: Sequence[int], window: Sequence[int], clip: bool,
+                  ) -> tuple[list[np.ndarray], np.ndarray]:
+    """For XLA's gather and scatter: the full index of every element of every window (batch
+    axes, then one axis per operand dimension), and whether each window lies in bounds. A
+    window's start is its index vector (the last axis of ``indices``) for the dimensions of
+    ``index_map``, its batch position for the batching dimensions, 0 for the others; with
+    ``clip``, clamped so that the window fits, as XLA does."""
+    batch_shape = indices.shape[:-1]
+    nb, rank = len(batch_shape), len(shape)
+    starts = [np.zeros(batch_shape, np.int64) for _ in range(rank)]
+    for k, d in enumerate(index_map):
+        starts[d] = indices[..., k]
+    for od, idd in zip(operand_batching, indices_batching, strict=True):
+        axis = [1] * nb
+        axis[idd] = batch_shape[idd]
+        starts[od] = np.broadcast_to(np.arange(batch_shape[idd]).reshape(axis), batch_shape)
+    in_bounds = np.ones(batch_shape, bool)
+    index = []
+    for d in range(rank):
+        hi = shape[d] - window[d]
+        in_bounds &= (starts[d] >= 0) & (starts[d] <= hi)
+        start = np.clip(starts[d], 0, max(hi, 0)) if clip else starts[d]
+        offsets = np.arange(window[d]).reshape([1] * nb + [window[d] if j == d else 1
+                                                           for j in range(rank)])
+        index.append(start.reshape(batch_shape + (1,) * rank) + offsets)
+    return index, in_bounds
+
+
 def _gather(p: dict[str, Any], operand: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """XLA's gather, the index vector in the last axis of ``indices`` (as JAX makes it)."""
     operand, indices = np.asarray(operand), np.asarray(indices).astype(np.int64)
@@ -674,24 +704,8 @@ def _gather(p: dict[str, Any], operand: np.ndarray, indices: np.ndarray) -> np.n
             operand, indices.shape[:-1]).copy()
     batch_shape = indices.shape[:-1]
     nb = len(batch_shape)
-    starts = [np.zeros(batch_shape, np.int64) for _ in range(operand.ndim)]
-    for k, d in enumerate(p["start_index_map"]):
-        starts[d] = indices[..., k]
-    for od, idd in zip(p["operand_batching"], p["indices_batching"], strict=True):
-        shape = [1] * nb
-        shape[idd] = batch_shape[idd]
-        starts[od] = np.broadcast_to(np.arange(batch_shape[idd]).reshape(shape), batch_shape)
-    in_bounds = np.ones(batch_shape, bool)
-    for d in range(operand.ndim):
-        hi = operand.shape[d] - sizes[d]
-        in_bounds &= (starts[d] >= 0) & (starts[d] <= hi)
-        starts[d] = np.clip(starts[d], 0, max(hi, 0))
-    # The full index of every element: batch axes, then one axis per operand dimension.
-    index = []
-    for d in range(operand.ndim):
-        ar = np.arange(sizes[d]).reshape([1] * nb + [sizes[d] if j == d else 1
-                                                     for j in range(operand.ndim)])
-        index.append(starts[d].reshape(batch_shape + (1,) * operand.ndim) + ar)
+    index, in_bounds = _window_index(indices, p["start_index_map"], p["operand_batching"],
+                                     p["indices_batching"], operand.shape, sizes, clip=True)
     gathered = operand[tuple(index)]  # batch..., sizes...
     if p["mode"] == "fill":
         fill = p["fill"]
@@ -731,27 +745,12 @@ def _scatter(p: dict[str, Any], operand: np.ndarray, indices: np.ndarray,
     it = iter(window_shape)
     for d in range(result.ndim):
         full_window.append(1 if d in inserted else next(it))
-    starts = [np.zeros(batch_shape, np.int64) for _ in range(result.ndim)]
-    for k, d in enumerate(p["to_operand"]):
-        starts[d] = indices[..., k]
-    for od, idd in zip(p["operand_batching"], p["indices_batching"], strict=True):
-        shape = [1] * nb
-        shape[idd] = batch_shape[idd]
-        starts[od] = np.broadcast_to(np.arange(batch_shape[idd]).reshape(shape), batch_shape)
-    in_bounds = np.ones(batch_shape, bool)
-    for d in range(result.ndim):
-        hi = result.shape[d] - full_window[d]
-        in_bounds &= (starts[d] >= 0) & (starts[d] <= hi)
-        if p["mode"] == "clip":
-            starts[d] = np.clip(starts[d], 0, max(hi, 0))
-    if p["mode"] == "clip":
-        in_bounds[...] = True
     upd = upd.reshape(batch_shape + tuple(full_window))
-    index = []
-    for d in range(result.ndim):
-        ar = np.arange(full_window[d]).reshape(
-            [1] * nb + [full_window[d] if j == d else 1 for j in range(result.ndim)])
-        index.append(starts[d].reshape(batch_shape + (1,) * result.ndim) + ar)
+    clip = p["mode"] == "clip"
+    index, in_bounds = _window_index(indices, p["to_operand"], p["operand_batching"],
+                                     p["indices_batching"], result.shape, full_window, clip)
+    if clip:
+        in_bounds[...] = True
     keep = in_bounds.reshape(batch_shape + (1,) * result.ndim)
     full_shape = batch_shape + tuple(full_window)
     keep = np.broadcast_to(keep, full_shape)
