@@ -11,8 +11,10 @@ Only programs whose every value is a boolean or an integer are taken (``from_jax
 ``Unsupported`` for anything else, and the caller compiles as before). Each kernel computes its
 primitive's exact XLA semantics on integers (two's-complement wrap-around, shifts by the width or
 more, division by zero, index clamping), so that the results are bit-identical to the XLA
-executable's, and through it to the reference model's: checked on every integer graph of the
-conformance slices (tests/unit/test_npexec.py). Floating-point programs are left to XLA: numpy's
+executable's, and through it to the reference model's: checked primitive by primitive against
+XLA (tests/unit/test_npexec.py) and, in CI, on every integer graph of the conformance slices,
+whose SUT runs both engines (tosa_jax.testing.conformance_sut). Floating-point programs are left
+to XLA: numpy's
 summation order and XLA's multiply-add contraction would change a float result's last bits from
 one call to the next.
 
@@ -46,9 +48,10 @@ MAX_ELEMENTS = 1 << 20  # in the largest tensor
 # (the products run in float64 by the BLAS, operands converted and a convolution's patches
 # copied first); fitted on the fixtures and the zoo's integer graphs, within a factor of 2.
 _NS_CALL, _NS_ELEMENT, _NS_MAC = 4_000, 1.0, 1.0
-# float64 holds every integer below 2^53 exactly: a product of integers whose sum of absolute
-# values stays below this is computed exactly by the BLAS in float64 (far faster than numpy's
-# integer loops), then wrapped to the result type as XLA's integer arithmetic wraps.
+# float64 holds every integer below 2^53 exactly: an integer matrix product whose partial sums
+# all stay below this in magnitude (max|a| * max|b| * K) is computed exactly by the BLAS in
+# float64 (far faster than numpy's integer loops), then wrapped to the result type as XLA's
+# integer arithmetic wraps.
 _EXACT_F64 = float(2 ** 53)
 
 
@@ -381,7 +384,7 @@ def _enc_argminmax(conv: _Converter, e: Any) -> Any:
 # -- execution (numpy only) ---------------------------------------------------------------------
 
 
-def run(program: dict[str, Any], args: Sequence[Any], check: bool = False) -> list[np.ndarray]:
+def run(program: dict[str, Any], args: Sequence[Any]) -> list[np.ndarray]:
     """The program's outputs for ``args`` (numpy arrays of its inputs' types)."""
     with np.errstate(all="ignore"):  # integer wrap-around is the defined result
         # C order, as XLA's results are: a caller may read the bytes (ExecuTorch's runner
