@@ -592,12 +592,7 @@ class Model:
             if program is False:
                 return None
             self._np_calls += 1
-            if self._np_calls == 2:
-                # Not a daemon: see _call
-                self._np_handover = threading.Thread(
-                    target=self._np_hand_over, args=(list(bound),), name="tosa_jax-optimize",
-                    daemon=False)
-                self._np_handover.start()
+            hand_over = self._np_calls == 2
         assert isinstance(program, dict)
         try:
             results = npexec.run(program, [leaf for a in bound for leaf in _flat(a)])
@@ -606,6 +601,14 @@ class Model:
                           "graph's XLA executable instead", RuntimeWarning, stacklevel=4)
             self._np = False
             return None
+        if hand_over:
+            # Started once this call's result is computed: lowering holds the GIL, and numpy's
+            # calls would wait on it (cnn_int8's second call 40-100 ms, measured 2026-11-27).
+            # Not a daemon: see _call.
+            self._np_handover = threading.Thread(
+                target=self._np_hand_over, args=(list(bound),), name="tosa_jax-optimize",
+                daemon=False)
+            self._np_handover.start()
         it = iter(results)
         return [*(_regroup(it, spec) for spec in self.outputs), *it]  # (+ the REQUIRE flag)
 
