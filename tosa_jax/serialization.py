@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cache
 from typing import Any
 
 import flatbuffers
@@ -67,6 +68,7 @@ _STRING_FIELDS = ("operator_name", "domain_name", "then_graph", "else_graph", "c
                   "body_graph")
 
 
+@cache
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
@@ -344,7 +346,9 @@ class _Reader:
         inputs = self.strings(o.Inputs, o.InputsLength())
         outputs = self.strings(o.Outputs, o.OutputsLength())
         first = block.tensors.get(inputs[0]) if inputs else None
-        attr = fb.AttributeCreator(o.AttributeType(), o.Attribute())
+        table = o.Attribute()
+        cls = _ATTR_CLASSES.get(o.AttributeType())
+        attr = None if table is None or cls is None else cls.InitFromBuf(table.Bytes, table.Pos)
         attrs = self.attrs(op_name, attr, first.dtype if first is not None else None)
         return Operator(op_name, inputs, outputs, attrs, location)
 

@@ -11,3 +11,7 @@ The schema is TOSA 1.1 (draft) as tosa-tools 2026.8 writes it: the 1.0 operators
 1.1's (MATMUL_T, ROW_GATHER, the block-scaled and shape operators, INT64, the MX types). The
 reader decides what a graph may use from its version stamp: 1.0 graphs keep TOSA 1.0's rules.
 """
+
+from tosa_jax._schema import fasttable, tosa_generated
+
+fasttable.install(tosa_generated)
