@@ -180,15 +180,26 @@ def class_metrics(scores: np.ndarray, labels: np.ndarray, axis: int, k: int = 5
 # of 64, 12.5 ms in chunks of 4 (13.1 of 1, 21.8 of 16).
 DEFAULT_CHUNK = 4
 CHUNK_CACHE_BYTES = 256 << 10
+# ... and a graph whose largest activation is this large runs one sample at a time: its
+# convolutions are large enough at batch 1, and a vmapped chunk only makes them slower.
+# Measured 2026-11-27 (batch 64 over 2 CPU devices, fresh processes, interleaved, samples/s,
+# chunk 4 -> 1): mobilenetv2_fp32 (4.6 MiB) 112-144 -> 142-163 in five rounds, mobilenetv2_int8
+# (4.6 MiB) 105-108 -> 109-118, resnet_fp32 (1.5 MiB) 72-88 -> 89-94 in three, resnet_int8
+# 100-104 -> 98-108; below it no gain: unet_fp32 (384 KiB) 329-357 -> 316-375, unet_int8 187 ->
+# 190, bert_tiny_int8 (256 KiB) 499 -> 449.
+ONE_SAMPLE_BYTES = 1 << 20
 
 
 def auto_chunk(model: Model, platform: str = "cpu") -> int:
     """The chunk ``evaluate`` uses by default: on CPU as many samples as keep the largest
     activation of a chunk within ``CHUNK_CACHE_BYTES`` (at least ``DEFAULT_CHUNK``; more than a
-    device's share means its whole share in one vmap); ``DEFAULT_CHUNK`` elsewhere."""
+    device's share means its whole share in one vmap), one where a single sample's reaches
+    ``ONE_SAMPLE_BYTES``; ``DEFAULT_CHUNK`` elsewhere."""
     if platform != "cpu":
         return DEFAULT_CHUNK
     largest = _largest_activation(model)
+    if largest >= ONE_SAMPLE_BYTES:
+        return 1
     return max(DEFAULT_CHUNK, CHUNK_CACHE_BYTES // max(largest, 1))
 
 
