@@ -25,6 +25,7 @@ from tosa_jax.lowering.numerics import (
     as_i32,
     as_wide,
     is_host,
+    lax_binary,
     lookup_slope_overflows,
     lx,
     mul_shift_overflows,
@@ -85,7 +86,10 @@ def _may_overflow(node: Node, sub: bool = False) -> bool:
 def _mul32(input1: Any, input2: Any) -> Any:
     """int32 product (modulo 2**32) of operands sign-extended to int32."""
     a, b = as_i32(input1), as_i32(input2)
-    return lax.mul(a, b) if same_aval(a, b) else jnp.multiply(a, b)
+    if same_aval(a, b):
+        return lax.mul(a, b)
+    out = lax_binary(lax.mul, a, b)
+    return out if out is not None else jnp.multiply(a, b)
 
 
 @lowering("ADD")
@@ -99,7 +103,8 @@ def add(node: Node, input1: Any, input2: Any) -> Any:
         require("add", add_overflows(input1, input2))
     if same_aval(input1, input2):
         return lax.add(input1, input2)
-    return jnp.add(input1, input2).astype(jnp.asarray(input1).dtype)
+    out = lax_binary(lax.add, input1, input2)
+    return out if out is not None else jnp.add(input1, input2).astype(jnp.asarray(input1).dtype)
 
 
 @lowering("SUB")
@@ -113,7 +118,9 @@ def sub(node: Node, input1: Any, input2: Any) -> Any:
         require("sub", add_overflows(input1, input2, sub=True))
     if same_aval(input1, input2):
         return lax.sub(input1, input2)
-    return jnp.subtract(input1, input2).astype(jnp.asarray(input1).dtype)
+    out = lax_binary(lax.sub, input1, input2)
+    return out if out is not None else (
+        jnp.subtract(input1, input2).astype(jnp.asarray(input1).dtype))
 
 
 @lowering("ARITHMETIC_RIGHT_SHIFT")

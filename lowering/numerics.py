@@ -365,6 +365,26 @@ def lx(f: Any, a: Array, b: Any) -> Array:
     return f(a, lax_const(b, a))
 
 
+def lax_binary(f: Any, a: Any, b: Any) -> Array | None:
+    """The lax binary operation ``f(a, b)`` of two operands of one element type (either may be
+    a host constant), numpy's broadcasting applied; None for operands of different types (the
+    caller's jax.numpy form then promotes them)."""
+    if np.dtype(getattr(a, "dtype", type(a))) != np.dtype(getattr(b, "dtype", type(b))):
+        return None
+    return lx(f, a, b)
+
+
+def lax_sum(x: Any, axis: int, dtype: Any) -> Array:
+    """``jnp.sum(x, axis, keepdims=True, dtype=dtype)`` as the lax primitives it binds: the
+    conversion, the reduction and the kept axis (see above: jax.numpy's jitted wrapper costs a
+    trace per new shape)."""
+    x = jnp.asarray(x)
+    axis %= x.ndim
+    if x.dtype != dtype:
+        x = lax.convert_element_type(x, dtype)
+    return lax.expand_dims(lax.reduce_sum(x, (axis,)), (axis,))
+
+
 def same_aval(a: Any, b: Any) -> bool:
     """Both JAX arrays of one shape and dtype: an elementwise lax operation applies as is."""
     return (isinstance(a, jax.Array) and isinstance(b, jax.Array) and a.shape == b.shape

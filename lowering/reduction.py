@@ -18,6 +18,7 @@ from tosa_jax.lowering import Node, lowering
 from tosa_jax.lowering.numerics import (
     as_wide,
     float_compute,
+    lax_sum,
     partial_sum_overflows,
     require,
     requiring,
@@ -115,5 +116,4 @@ def reduce_sum(node: Node, input: Any, *, axis: int) -> Any:
     acc_t = _SUM_ACC.get(node.inputs[0].dtype, x.dtype)
     if acc_t == jnp.float16:  # fp16 partial sums, in order: the reference model's results
         return sequential_sum(x, axis, acc_t)
-    acc = jnp.sum(x, axis=axis, keepdims=True, dtype=acc_t)
-    return acc.astype(x.dtype)
+    return lax_sum(x, axis, acc_t).astype(x.dtype)

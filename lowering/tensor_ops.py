@@ -45,6 +45,7 @@ from tosa_jax.lowering.numerics import (
     block_dequantize,
     block_dequantize_host,
     int_dot_general,
+    lax_sum,
     lx,
     offcpu_int_dot,
     on_cpu_else,
@@ -75,6 +76,11 @@ def _const_eval(fn: Any, *args: Any) -> Any:
         with jax.ensure_compile_time_eval():
             return np.asarray(fn(*args))
     return fn(*args)
+
+
+def _times(v: Any, k: int) -> Any:
+    """int32 ``v * k`` (modulo 2**32): with numpy for a host constant ``v``."""
+    return v * np.int32(k) if isinstance(v, np.ndarray) else lx(lax.mul, v, np.int32(k))
 
 
 def _scalar(node: Node, index: int, value: Any) -> int | float:
@@ -879,13 +885,15 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
             row = jnp.sum(as_i32(A), axis=2, keepdims=True, dtype=jnp.int32)
             col = jnp.sum(as_i32(B), axis=1, keepdims=True, dtype=jnp.int32)
             return acc - b_zp * row - a_zp * col + jnp.int32(c) * a_zp * b_zp
+        # (lax operations, as in numerics: jax.numpy's operators trace a wrapper per shape)
         if b_zp != 0:
-            acc = acc - int(b_zp) * _const_eval(
-                lambda t: jnp.sum(as_i32(t), axis=2, keepdims=True, dtype=jnp.int32), A)
+            row = _const_eval(lambda t: lax_sum(as_i32(t), 2, jnp.int32), A)
+            acc = lx(lax.sub, acc, _times(row, b_zp))
         if a_zp != 0:
-            acc = acc - int(a_zp) * _const_eval(
-                lambda t: jnp.sum(as_i32(t), axis=1, keepdims=True, dtype=jnp.int32), B)
-        return acc + _wrap32(c * int(a_zp) * int(b_zp))
+            col = _const_eval(lambda t: lax_sum(as_i32(t), 1, jnp.int32), B)
+            acc = lx(lax.sub, acc, _times(col, a_zp))
+        both = _wrap32(c * int(a_zp) * int(b_zp))
+        return lx(lax.add, acc, np.int32(both)) if both else acc
     if in_t != "INT16" or out_t != "INT48":
         raise TosaValidationError(f"{node.op}: no type support for {in_t} -> {out_t}")
     # INT16 x INT16 -> INT48 (zero points 0). Each operand splits into a signed high byte and
