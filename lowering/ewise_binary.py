@@ -264,7 +264,9 @@ def mul(node: Node, input1: Any, input2: Any, shift: Any) -> Any:
     # Floating point: shift is REQUIRE'd to be 0 and is not read.
     if same_aval(input1, input2):
         return lax.mul(input1, input2)
-    return jnp.multiply(input1, input2).astype(jnp.asarray(input1).dtype)
+    out = lax_binary(lax.mul, input1, input2)
+    return out if out is not None else (
+        jnp.multiply(input1, input2).astype(jnp.asarray(input1).dtype))
 
 
 @lowering("POW")
