@@ -299,8 +299,6 @@ class Model:
         """The graph function traced and lowered for ``args``' platform: only that platform's
         forms are traced (lowering.numerics.lowering_for), with one jitted function per platform
         so that JAX's trace cache never hands one platform's trace to another."""
-        if not hasattr(self, "_traced"):
-            self._functions()
         platform = self._platform(args)
         from tosa_jax.lowering.numerics import lowering_for
 
@@ -313,8 +311,12 @@ class Model:
             return without_locations(self._jitted(platform).lower(*args))
 
     def _jitted(self, platform: str) -> Any:
+        """The graph function jitted for ``platform``; its functions are built here where the
+        model came from the cache's record (read lazily: ``_functions``)."""
         jitted = self._jitted_fns.get(platform)
         if jitted is None:
+            if not hasattr(self, "_traced"):
+                self._functions()
             base = self._traced
 
             def fn(*a: Any) -> Any:  # (the name of the lowered module, as before)

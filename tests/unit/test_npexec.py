@@ -201,6 +201,22 @@ def test_model_starts_on_numpy_then_hands_over(tmp_path, reference):
     np.testing.assert_array_equal(np.load(out), expected)
 
 
+def test_a_model_from_the_cache_record_starts_on_numpy(tmp_path, reference):
+    """A graph whose load the cache recorded (its meta) but whose numpy program it does not
+    hold (never called, or the program evicted) is read, traced and run on numpy on its first
+    call. (It failed to trace, silently, and fell to XLA: JAX imported for nothing.)"""
+    path = FIXTURES / "cnn_int8.tosa"
+    x = np.load(FIXTURES / "cnn_int8.input.npy")
+    expected = _reference_output(reference, path, x)
+    tosa_jax.load(path, cache=str(tmp_path))  # records the load only
+    tosa_jax.cache.flush()
+    model = tosa_jax.load(path, cache=str(tmp_path))
+    assert model._graph is None  # from the record: the graph not read yet
+    np.testing.assert_array_equal(model(x), expected)
+    assert isinstance(model._np, dict) and model.compile_source == "numpy"
+    assert not model._executables
+
+
 def test_switch_off(monkeypatch):
     monkeypatch.setenv("TOSA_JAX_NPEXEC", "0")
     model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
