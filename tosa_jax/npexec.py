@@ -1,4 +1,4 @@
-"""Integer graph functions run by numpy, without XLA: the first result of a small graph.
+"""Graph functions run by numpy, without XLA: the first result of a small graph.
 
 A graph run once (a test, a debugging run, ``tosa_jax.reference_model.run`` inside ExecuTorch's
 test suite) pays for an XLA executable it uses once: a quick-tier compile on its first run
@@ -7,16 +7,22 @@ executable (2-30 ms) and its first run, where the reference model answers in wel
 millisecond. This module runs the traced graph function itself, one numpy call per JAX
 primitive of its jaxpr (cnn_int8: 375 of them).
 
-Only programs whose every value is a boolean or an integer are taken (``from_jaxpr`` raises
-``Unsupported`` for anything else, and the caller compiles as before). Each kernel computes its
-primitive's exact XLA semantics on integers (two's-complement wrap-around, shifts by the width or
-more, division by zero, index clamping), so that the results are bit-identical to the XLA
-executable's, and through it to the reference model's: checked primitive by primitive against
-XLA (tests/unit/test_npexec.py) and, in CI, on every integer graph of the conformance slices,
-whose SUT runs both engines (tosa_jax.testing.conformance_sut). Floating-point programs are left
-to XLA: numpy's
-summation order and XLA's multiply-add contraction would change a float result's last bits from
-one call to the next.
+By default only programs whose every value is a boolean or an integer are taken
+(``from_jaxpr`` raises ``Unsupported`` for anything else, and the caller compiles as before).
+Each kernel computes its primitive's exact XLA semantics on integers (two's-complement
+wrap-around, shifts by the width or more, division by zero, index clamping), so that the results
+are bit-identical to the XLA executable's, and through it to the reference model's: checked
+primitive by primitive against XLA (tests/unit/test_npexec.py) and, in CI, on every integer graph
+of the conformance slices, whose SUT runs both engines (tosa_jax.testing.conformance_sut).
+
+``from_jaxpr(..., floats=True)`` also takes floating-point programs (``load(...,
+numpy_floats=True)``, which ``tosa_jax.reference_model`` uses: a test suite runs each graph once).
+Conversions, comparisons, selections and the IEEE operations (+ - * /, sqrt) round as XLA's do,
+but the transcendental functions, the summation order of products and reductions, XLA's
+fusion (multiply-add contraction, excess precision of 16-bit types) and its CPU code's flushing
+of subnormals to zero (numpy keeps them, as the reference model does) do not: a float result meets
+TOSA's compliance modes (the conformance slices in CI judge both engines' float results with the
+official verifier) without being XLA's bits, so a model takes one engine for all its calls.
 
 A program is plain data (lists, dicts, strings, numbers, numpy arrays): the compile cache keeps
 it, and a later process runs it without importing JAX.
@@ -24,13 +30,15 @@ it, and a later process runs it without importing JAX.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ml_dtypes  # noqa: F401  (numpy then knows bfloat16, float8_e4m3fn... by name)
 import numpy as np
 
-FORMAT = 1
+FORMAT = 2
 # Which graphs start on numpy: those whose run is estimated (``cost_ms``) at most BUDGET_MS.
 # Their calls run on numpy until XLA's optimized executable is ready (compiled from the second
 # call on, in the background), so a loop over samples waits for no compile but runs slower
@@ -42,6 +50,10 @@ FORMAT = 1
 # the optimized executable takes over; unet_int8 (182 ms) 5.2 -> 1.7-1.9 s, but 0.4-0.9 s a
 # call after that: over the budget, as are resnet_int8 and mobilenetv2_int8 (540 ms).
 BUDGET_MS = 100.0
+# Eqns whose operands are all known when the program is made are computed then (literals,
+# small constants): their results up to this many elements become literals of the program.
+FOLD_MAX = 64
+_NOT_FOLDED = frozenset({"cond", "while", "scan", "iota", "reduce_window"})
 MAX_MACS = 100_000_000  # integer multiply-adds a call: not traced for numpy above
 MAX_ELEMENTS = 1 << 20  # in the largest tensor
 # The estimate (ns): a numpy call's own cost, then per element written and per multiply-add
@@ -73,58 +85,94 @@ class Unsupported(Exception):
 # -- conversion from a jaxpr (needs JAX's objects, not JAX itself) ------------------------------
 
 
-def from_jaxpr(closed: Any, platform: str = "cpu") -> dict[str, Any]:
-    """The program of a ClosedJaxpr: its inputs are the jaxpr's inputs, in order."""
-    conv = _Converter(platform)
+def from_jaxpr(closed: Any, platform: str = "cpu", floats: bool = False) -> dict[str, Any]:
+    """The program of a ClosedJaxpr: its inputs are the jaxpr's inputs, in order. ``floats``:
+    take floating-point values too (``program["floats"]`` says whether it holds any)."""
+    conv = _Converter(platform, floats)
     program = conv.program(closed.jaxpr, list(closed.consts))
     program["format"] = FORMAT
     program["bytes"] = conv.bytes
+    program["floats"] = conv.has_floats
     return program
+
+
+_FLOATS = frozenset(
+    [np.dtype(t) for t in (np.float16, np.float32, np.float64)]
+    + [np.dtype(getattr(ml_dtypes, name)) for name in dir(ml_dtypes)
+       if name.startswith(("bfloat", "float")) and isinstance(getattr(ml_dtypes, name), type)])
+
+
+def is_float(dtype: np.dtype) -> bool:
+    """numpy's floats and ml_dtypes' (bfloat16, float8_*, float4_e2m1fn...)."""
+    return dtype in _FLOATS
+
+
+def _code(dtype: np.dtype) -> str:
+    """A dtype as plain data: numpy's code ("<i4"), or ml_dtypes' name ("bfloat16": its code,
+    "<V2" or "<f1", would lose the type)."""
+    return dtype.name if dtype.type.__module__ == "ml_dtypes" else dtype.str
 
 
 def _np_dtype(aval: Any) -> np.dtype:
     dtype = np.dtype(aval.dtype)
-    if dtype.kind not in "biu":
+    if dtype.kind not in "biu" and not is_float(dtype):
         raise Unsupported(f"a {dtype} value")
     return dtype
 
 
 class _Converter:
-    def __init__(self, platform: str) -> None:
+    def __init__(self, platform: str, floats: bool = False) -> None:
         self.platform = platform
+        self.floats = floats
+        self.has_floats = False
         # An upper bound on the memory a run takes: every value kept to the end, and the
         # float64 copies of the matrix products' operands (a convolution's patches).
         self.bytes = 0
 
     def program(self, jaxpr: Any, consts: list[Any]) -> dict[str, Any]:
-        slots: dict[Any, int] = {}
         shapes: list[tuple[int, ...]] = []
+        dtypes: list[np.dtype] = []
 
-        def slot(v: Any) -> int:
-            if v not in slots:
-                self.bytes += _np_dtype(v.aval).itemsize * _size(v.aval.shape)
-                slots[v] = len(slots)
-                shapes.append(tuple(v.aval.shape))
-            return slots[v]
+        def fresh(v: Any) -> int:
+            """A new slot for the value of ``v``."""
+            dtypes.append(self.dtype(v.aval))
+            self.bytes += dtypes[-1].itemsize * _size(v.aval.shape)
+            shapes.append(tuple(v.aval.shape))
+            return len(shapes) - 1
 
+        slots: dict[Any, int] = {}
         const_slots = {}
         for v, c in zip(jaxpr.constvars, consts, strict=True):
-            const_slots[slot(v)] = np.asarray(c)
-        inputs = [slot(v) for v in jaxpr.invars]
+            slots[v] = fresh(v)
+            const_slots[slots[v]] = np.asarray(c)
+        inputs = []
+        for v in jaxpr.invars:
+            slots[v] = fresh(v)
+            inputs.append(slots[v])
         eqns: list[tuple[str, Any, list[Any], list[int]]] = []
-        self._eqns(jaxpr, slots, slot, eqns)
+        self._eqns(jaxpr, slots, fresh, eqns)
         outputs = [self._arg(v, slots) for v in jaxpr.outvars]
+        known = {k: c for k, c in const_slots.items() if c.size <= FOLD_MAX}
+        eqns = _live(_fold(eqns, outputs, dtypes, known), outputs)
         _lazy_broadcasts(eqns, shapes, outputs)
-        out_avals = [(tuple(v.aval.shape), _np_dtype(v.aval).str) for v in jaxpr.outvars]
-        return {"n": len(slots), "inputs": inputs, "consts": const_slots, "eqns": eqns,
+        out_avals = [(tuple(v.aval.shape), _code(self.dtype(v.aval))) for v in jaxpr.outvars]
+        return {"n": len(shapes), "inputs": inputs, "consts": const_slots, "eqns": eqns,
                 "outputs": outputs, "out_avals": out_avals, "cost_ns": _cost(eqns, shapes)}
+
+    def dtype(self, aval: Any) -> np.dtype:
+        dtype = _np_dtype(aval)
+        if is_float(dtype):
+            if not self.floats:
+                raise Unsupported(f"a {dtype} value")
+            self.has_floats = True
+        return dtype
 
     def _arg(self, v: Any, slots: dict[Any, int]) -> Any:
         if hasattr(v, "val"):  # a Literal
-            return np.asarray(v.val, _np_dtype(v.aval))
+            return _literal(v.val, self.dtype(v.aval))
         return slots[v]
 
-    def _eqns(self, jaxpr: Any, slots: dict[Any, int], slot: Callable[[Any], int],
+    def _eqns(self, jaxpr: Any, slots: dict[Any, int], fresh: Callable[[Any], int],
               eqns: list[Any]) -> None:
         # Values known at conversion (platform_index) fold the cond that reads them.
         known: dict[Any, int] = {}
@@ -145,29 +193,110 @@ class _Converter:
                     ins = e.invars
                     if sub is None:
                         raise Unsupported(f"primitive {name}")
-                self._inline(sub, ins, e.outvars, slots, slot, eqns)
+                self._inline(sub, ins, e.outvars, slots, fresh, eqns)
                 continue
             ins = [self._arg(v, slots) for v in e.invars]
-            outs = [-1 if type(v).__name__ == "DropVar" else slot(v) for v in e.outvars]
+            outs = []
+            for v in e.outvars:
+                if type(v).__name__ == "DropVar":
+                    outs.append(-1)
+                else:
+                    slots[v] = fresh(v)
+                    outs.append(slots[v])
             encode = _ENCODERS.get(name)
             if encode is None:
                 raise Unsupported(f"primitive {name}")
             eqns.append((name, encode(self, e), ins, outs))
 
     def _inline(self, sub: Any, ins: Sequence[Any], outs: Sequence[Any],
-                slots: dict[Any, int], slot: Callable[[Any], int], eqns: list[Any]) -> None:
+                slots: dict[Any, int], fresh: Callable[[Any], int], eqns: list[Any]) -> None:
+        """A call's jaxpr in place, its values in slots of their own (a jaxpr called twice is
+        inlined twice); its parameters and results are the caller's slots, not copies."""
         inner = sub.jaxpr if hasattr(sub, "jaxpr") else sub
         consts = list(sub.consts) if hasattr(sub, "consts") else []
+        own: dict[Any, int] = {}
         for v, c in zip(inner.constvars, consts, strict=True):
-            eqns.append(("const", np.asarray(c), [], [slot(v)]))
+            own[v] = fresh(v)
+            eqns.append(("const", np.asarray(c), [], [own[v]]))
         for v, a in zip(inner.invars, ins, strict=True):
             src = self._arg(a, slots)
-            eqns.append(("copy", None, [src], [slot(v)]))
-        self._eqns(inner, slots, slot, eqns)
+            if type(src) is int:
+                own[v] = src
+            else:  # a literal argument
+                own[v] = fresh(v)
+                eqns.append(("copy", None, [src], [own[v]]))
+        self._eqns(inner, own, fresh, eqns)
         for v, a in zip(outs, inner.outvars, strict=True):
             if type(v).__name__ == "DropVar":
                 continue
-            eqns.append(("copy", None, [self._arg(a, slots)], [slot(v)]))
+            src = self._arg(a, own)
+            if type(src) is int:
+                slots[v] = src
+            else:
+                slots[v] = fresh(v)
+                eqns.append(("copy", None, [src], [slots[v]]))
+
+
+def _fold(eqns: list[Any], outputs: list[Any], dtypes: list[np.dtype],
+          known: dict[int, np.ndarray]) -> list[Any]:
+    """The eqns with copies (and conversions to the same type) replaced by their operand, and
+    the eqns whose operands are all known at conversion (literals, small constants) computed
+    now, by the same kernels, where their results are small (FOLD_MAX elements): their uses
+    then read the values as literals. ``outputs`` is updated in place."""
+    alias: dict[int, Any] = {}
+
+    def operand(i: Any) -> Any:
+        if type(i) is not int:
+            return i
+        i = alias.get(i, i)
+        return known.get(i, i) if type(i) is int else i
+
+    kept = []
+    for name, params, ins, outs in eqns:
+        ins = [operand(i) for i in ins]
+        if name in ("copy", "copy_p") or (
+                name == "convert_element_type" and type(ins[0]) is int
+                and dtypes[ins[0]] == dtypes[outs[0]]):
+            alias[outs[0]] = ins[0]
+            continue
+        if name == "const":
+            if params.size <= FOLD_MAX:
+                known[outs[0]] = _literal(params, params.dtype)
+                continue
+        elif name not in _NOT_FOLDED and all(type(i) is not int for i in ins):
+            try:
+                with np.errstate(all="ignore"):
+                    result = _KERNELS[name](params, *ins)
+            except Exception:  # (left to the run, where it fails as it would have)
+                result = None
+            results = result if type(result) is list else [result]
+            if result is not None and all(np.size(r) <= FOLD_MAX for r in results):
+                for o, r in zip(outs, results, strict=True):
+                    if o >= 0:
+                        known[o] = _literal(r, dtypes[o])
+                continue
+        kept.append((name, params, ins, outs))
+    outputs[:] = [operand(o) for o in outputs]
+    return kept
+
+
+def _literal(value: Any, dtype: np.dtype) -> Any:
+    """A value known at conversion: an array, or a numpy scalar for one of rank 0 (the
+    kernels take either; a scalar loads from the cache 5x faster)."""
+    a = np.asarray(value, dtype)
+    return a[()] if a.ndim == 0 else a
+
+
+def _live(eqns: list[Any], outputs: list[Any]) -> list[Any]:
+    """The eqns an output depends on (every primitive here is pure)."""
+    live = {o for o in outputs if type(o) is int}
+    kept = []
+    for eqn in reversed(eqns):
+        if any(o in live for o in eqn[3]):
+            kept.append(eqn)
+            live.update(i for i in eqn[2] if type(i) is int)
+    kept.reverse()
+    return kept
 
 
 # Primitives of one result whose numpy kernels broadcast their operands against each other.
@@ -182,13 +311,14 @@ def _lazy_broadcasts(eqns: list[Any], shapes: list[tuple[int, ...]], outputs: li
     another operand of the full shape: numpy's own broadcasting then gives the same values, and
     a broadcast copy (and arithmetic on a strided view) costs more than the arithmetic itself."""
     uses: dict[int, list[int]] = {}
+    results = {o for o in outputs if type(o) is int}
     for k, (_, _, ins, _) in enumerate(eqns):
         for i in ins:
             if type(i) is int:
                 uses.setdefault(i, []).append(k)
     lazy = {}
     for k, (name, _, _, outs) in enumerate(eqns):
-        if name == "broadcast_in_dim" and outs[0] not in outputs:
+        if name == "broadcast_in_dim" and outs[0] not in results:
             s = outs[0]
             if all(eqns[u][0] in _ELEMENTWISE and shapes[eqns[u][3][0]] == shapes[s]
                    for u in uses.get(s, [])):
@@ -220,6 +350,10 @@ def _cost(eqns: list[Any], shapes: list[tuple[int, ...]]) -> float:
             total += _NS_MAC * written * _size(rhs) // max(rhs[params["rhs_spec"][0]], 1)
         elif name == "cond":
             total += max(b["cost_ns"] for b in params)
+        elif name == "reduce_window":  # (the reducer's eqns, on whole arrays, per position)
+            steps = _size(params["window"])
+            total += steps * (params["reducer"]["cost_ns"]
+                              + len(params["reducer"]["eqns"]) * _NS_ELEMENT * written)
         elif name == "while":
             total += params["cond"]["cost_ns"] + params["body"]["cost_ns"]
         elif name == "scan":
@@ -242,11 +376,11 @@ def _sub(conv: _Converter, closed: Any) -> dict[str, Any]:
 
 
 def _size(shape: Sequence[int]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 def _out_dtype(e: Any) -> str:
-    return _np_dtype(e.outvars[0].aval).str
+    return _code(_np_dtype(e.outvars[0].aval))
 
 
 def _enc_none(conv: _Converter, e: Any) -> Any:
@@ -266,7 +400,7 @@ def _plain(v: Any) -> Any:
     if isinstance(v, (tuple, list)):
         return tuple(_plain(x) for x in v)
     if isinstance(v, np.dtype) or type(v).__name__ == "dtype":
-        return np.dtype(v).str
+        return _code(np.dtype(v))
     if isinstance(v, np.integer):
         return int(v)
     raise Unsupported(f"parameter {v!r}")
@@ -356,6 +490,12 @@ def _enc_window(conv: _Converter, e: Any) -> Any:
             "padding": _plain(p["padding"]), "dilation": tuple(p["window_dilation"])}
 
 
+def _enc_reduce_window(conv: _Converter, e: Any) -> Any:
+    """The general form (a reducer of its own, several operands): the reducer as a program."""
+    return {**_enc_window(conv, e),
+            "reducer": conv.program(e.params["jaxpr"], list(e.params["consts"]))}
+
+
 def _enc_cond(conv: _Converter, e: Any) -> Any:
     return [_sub(conv, b) for b in e.params["branches"]]
 
@@ -408,7 +548,8 @@ def _run(program: dict[str, Any], args: Sequence[np.ndarray]) -> list[Any]:
             for s, r in zip(outs, result, strict=True):
                 if s >= 0:
                     env[s] = r
-    return [env[o] if type(o) is int else o for o in program["outputs"]]
+    # (a literal output is copied: the caller may write into its result)
+    return [env[o] if type(o) is int else np.array(o) for o in program["outputs"]]
 
 
 def _unsigned(dtype: np.dtype) -> np.dtype:
@@ -466,6 +607,8 @@ def _shift_right_logical(p: Any, x: np.ndarray, s: np.ndarray) -> np.ndarray:
 def _div(p: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """XLA's integer division: truncated; x / 0 = -1 (all ones), MIN / -1 = MIN."""
     dtype = np.result_type(a, b)
+    if is_float(dtype):
+        return np.true_divide(a, b)
     wide = np.int64 if dtype.itemsize < 8 or dtype.kind == "i" else np.uint64
     a64, b64 = np.asarray(a).astype(wide), np.asarray(b).astype(wide)
     zero = b64 == 0
@@ -481,6 +624,8 @@ def _div(p: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _rem(p: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """XLA's integer remainder: the dividend's sign; x % 0 = x."""
     dtype = np.result_type(a, b)
+    if is_float(dtype):
+        return np.fmod(a, b)
     a64, b64 = np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)
     zero = b64 == 0
     r = np.fmod(a64, np.where(zero, 1, b64))
@@ -489,9 +634,27 @@ def _rem(p: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _convert(p: str, x: np.ndarray) -> np.ndarray:
     dtype = np.dtype(p)
+    x = np.asarray(x)
     if dtype.kind == "b":
-        return np.asarray(x) != 0
-    return np.asarray(x).astype(dtype)
+        return x != 0
+    if x.dtype in _FLOATS and dtype.kind in "iu":
+        # XLA's: truncated toward zero, saturated at the type's bounds, NaN -> 0 (numpy's
+        # cast leaves out-of-range values undefined)
+        if x.dtype.itemsize >= 4 and dtype.itemsize <= 4 and x.size:
+            # (min - 1 and max + 1 are powers of two, or 0 and 1: exact in a float32)
+            lo, hi = _OPEN_BOUNDS[dtype]
+            if x.min() > lo and x.max() < hi:  # (False for NaN)
+                return x.astype(dtype)  # in range: numpy's cast is XLA's
+        info = np.iinfo(dtype)
+        f = np.trunc(x.astype(np.float64))
+        r = np.where(f == f, np.minimum(np.maximum(f, info.min), info.max), 0.0).astype(dtype)
+        if dtype.itemsize == 8:  # (2^63 - 1 is not a float64: the bound rounds to 2^63)
+            r = np.where(f >= float(info.max), info.max, r).astype(dtype)
+        return r
+    if dtype == _FLOAT4 and x.dtype in _FLOATS:
+        # the type has no NaN: XLA makes one -0 (ml_dtypes -0 or +0, by the NaN's sign)
+        return np.where(np.isnan(x), np.float32(-0.0), x).astype(dtype)
+    return x.astype(dtype)
 
 
 def _bitcast(p: str, x: np.ndarray) -> np.ndarray:
@@ -511,7 +674,12 @@ def _broadcast_in_dim(p: dict[str, Any], x: np.ndarray, *dyn: Any) -> np.ndarray
     full = [1] * len(shape)
     for i, d in enumerate(p["broadcast_dimensions"]):
         full[d] = np.shape(x)[i]
-    return np.broadcast_to(np.reshape(x, full), shape)
+    r = np.reshape(x, full)
+    if tuple(full) == tuple(shape):  # new axes of 1 only
+        return r
+    out = np.empty(shape, r.dtype)  # (a copy: 4x faster than np.broadcast_to's view)
+    out[...] = r
+    return out
 
 
 def _broadcast_lazy(p: dict[str, Any], x: np.ndarray) -> np.ndarray:
@@ -566,8 +734,23 @@ def _reducer(ufunc: np.ufunc, logical: np.ufunc | None = None) -> Callable[..., 
     def reduce(p: dict[str, Any], x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
         f = logical if logical is not None and x.dtype == np.bool_ else ufunc
-        return np.asarray(f.reduce(x, axis=tuple(p["axes"]), dtype=x.dtype))
+        small = x.dtype in _FLOATS and x.dtype.itemsize < 4  # in float32, as XLA's CPU code
+        acc = np.dtype(np.float32) if small else x.dtype
+        initial = _identity(f, acc) if x.size == 0 else None  # (an empty max: -inf, INT_MIN)
+        kw = {} if initial is None else {"initial": initial}
+        r = f.reduce(x.astype(acc) if small else x, axis=tuple(p["axes"]), dtype=acc, **kw)
+        return np.asarray(r).astype(x.dtype) if small else np.asarray(r)
     return reduce
+
+
+def _identity(f: np.ufunc, dtype: np.dtype) -> Any:
+    """The value XLA starts a reduction from (the result of an empty one)."""
+    if f is np.maximum or f is np.minimum:
+        if is_float(dtype):
+            return -np.inf if f is np.maximum else np.inf
+        info = np.iinfo(dtype)
+        return info.min if f is np.maximum else info.max
+    return None
 
 
 def _argminmax(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -576,8 +759,13 @@ def _argminmax(f: Callable[..., Any]) -> Callable[..., Any]:
     return kernel
 
 
-def _int_matmul(a: np.ndarray, b: np.ndarray, out: np.dtype) -> np.ndarray:
-    """a @ b (batched) with integer semantics: exact, wrapped to ``out``."""
+def _matmul(a: np.ndarray, b: np.ndarray, out: np.dtype) -> np.ndarray:
+    """a @ b (batched) as XLA's: integers exact and wrapped to ``out``; floats accumulated in
+    float32 (float64 for float64), the BLAS's summation order."""
+    if is_float(out) or is_float(a.dtype) or is_float(b.dtype):
+        acc = np.float64 if out.itemsize == 8 else np.float32
+        return np.matmul(a.astype(acc, copy=False), b.astype(acc, copy=False)).astype(
+            out, copy=False)
     if a.size == 0 or b.size == 0:
         return np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(out)
     amax = float(max(-int(a.min()), int(a.max())))
@@ -596,11 +784,11 @@ def _dot_general(p: dict[str, Any], a: np.ndarray, b: np.ndarray) -> np.ndarray:
     batch = [a.shape[d] for d in lb]
     m = [a.shape[d] for d in lf]
     n = [b.shape[d] for d in rf]
-    k = int(np.prod([a.shape[d] for d in lc], dtype=np.int64))
-    nb, nm, nn = (int(np.prod(s, dtype=np.int64)) for s in (batch, m, n))
+    k = math.prod(a.shape[d] for d in lc)
+    nb, nm, nn = math.prod(batch), math.prod(m), math.prod(n)
     am = np.transpose(a, (*lb, *lf, *lc)).reshape(nb, nm, k)
     bm = np.transpose(b, (*rb, *rc, *rf)).reshape(nb, k, nn)
-    return _int_matmul(am, bm, np.dtype(p["out"])).reshape(*batch, *m, *n)
+    return _matmul(am, bm, np.dtype(p["out"])).reshape(*batch, *m, *n)
 
 
 def _windows(x: np.ndarray, window: Sequence[int], strides: Sequence[int],
@@ -634,13 +822,13 @@ def _conv(p: dict[str, Any], lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     pos = win.shape[2:2 + nsp]
     g = p["groups"]
     o, i = w.shape[:2]
-    kprod = int(np.prod(w.shape[2:], dtype=np.int64))
-    npos = int(np.prod(pos, dtype=np.int64))
+    kprod = math.prod(w.shape[2:])
+    npos = math.prod(pos)
     # (n, g, i, pos..., k...) -> (g, n*pos, i*k)
     cols = win.reshape(n, g, i, npos, kprod).transpose(1, 0, 3, 2, 4).reshape(
         g, n * npos, i * kprod)
     wg = w.reshape(g, o // g, i * kprod).transpose(0, 2, 1)
-    r = _int_matmul(cols, wg, out)  # (g, n*npos, o/g)
+    r = _matmul(cols, wg, out)  # (g, n*npos, o/g)
     r = r.reshape(g, n, npos, o // g).transpose(1, 0, 3, 2).reshape(n, o, *pos)
     inverse = np.argsort(p["out_spec"])
     return np.transpose(r, inverse)
@@ -649,8 +837,12 @@ def _conv(p: dict[str, Any], lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
 def _reduce_window(ufunc: np.ufunc, init: str) -> Callable[..., Any]:
     def kernel(p: dict[str, Any], x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
+        if is_float(x.dtype) and x.dtype.itemsize < 4:  # in float32 (inf: the padding)
+            return kernel(p, x.astype(np.float32)).astype(x.dtype)
         if init == "zero":
             fill = np.zeros((), x.dtype)
+        elif is_float(x.dtype):
+            fill = np.asarray(-np.inf if init == "min" else np.inf, x.dtype)
         else:
             info = np.iinfo(x.dtype) if x.dtype.kind in "iu" else None
             fill = np.asarray((info.min if init == "min" else info.max) if info else
@@ -661,6 +853,26 @@ def _reduce_window(ufunc: np.ufunc, init: str) -> Callable[..., Any]:
         return ufunc.reduce(win, axis=axes, dtype=x.dtype) if init == "zero" else \
             ufunc.reduce(win, axis=axes)
     return kernel
+
+
+def _reduce_window_general(p: dict[str, Any], *vals: np.ndarray) -> Any:
+    """lax.reduce_window with its own reducer: each output element folds its window, in
+    order, into the initial values; the reducer's program runs on whole arrays (one step per
+    window position), its primitives being elementwise."""
+    n = len(vals) // 2
+    operands, inits = vals[:n], vals[n:]
+    rank = np.ndim(operands[0])
+    flat = []
+    for x, init in zip(operands, inits, strict=True):
+        x = _pad({"padding_config": [(lo, hi, 0) for lo, hi in p["padding"]]}, np.asarray(x),
+                 np.asarray(init))
+        win = _windows(x, p["window"], p["strides"], p["dilation"], range(rank))
+        flat.append(win.reshape(*win.shape[:rank], -1))
+    acc = [np.broadcast_to(np.asarray(init), flat[0].shape[:rank]) for init in inits]
+    for k in range(flat[0].shape[-1]):
+        acc = _run(p["reducer"], [*acc, *(f[..., k] for f in flat)])
+    acc = [np.asarray(a, np.asarray(i).dtype) for a, i in zip(acc, inits, strict=True)]
+    return acc if n > 1 else acc[0]
 
 
 def _window_index(indices: np.ndarray, index_map: Sequence[int],
@@ -712,7 +924,9 @@ def _gather(p: dict[str, Any], operand: np.ndarray, indices: np.ndarray) -> np.n
     gathered = operand[tuple(index)]  # batch..., sizes...
     if p["mode"] == "fill":
         fill = p["fill"]
-        if fill is None:
+        if fill is None and is_float(operand.dtype):
+            fill = np.nan
+        elif fill is None:
             fill = np.iinfo(operand.dtype).min if operand.dtype.kind == "i" else (
                 np.iinfo(operand.dtype).max if operand.dtype.kind == "u" else True)
         mask = in_bounds.reshape(batch_shape + (1,) * operand.ndim)
@@ -807,17 +1021,68 @@ def _scan(p: dict[str, Any], *vals: np.ndarray) -> list[Any]:
 
 
 def _integer_pow(p: dict[str, Any], x: np.ndarray) -> np.ndarray:
+    """By squaring, the products in JAX's order (a float's last bit depends on it)."""
     y = p["y"]
-    if y < 0:
-        raise ValueError("integer_pow of an integer by a negative power")
-    r = np.ones_like(x)
     base = np.asarray(x)
-    while y:
-        if y & 1:
-            r = r * base
-        base = base * base
-        y >>= 1
-    return r
+    if y < 0 and not is_float(base.dtype):
+        raise ValueError("integer_pow of an integer by a negative power")
+    r = None
+    n = abs(y)
+    while n:
+        if n & 1:
+            r = base if r is None else r * base
+        n >>= 1
+        if n:
+            base = base * base
+    r = np.ones_like(x) if r is None else r
+    return np.true_divide(np.ones((), r.dtype), r) if y < 0 else r
+
+
+# -- floating-point primitives (programs taken with floats=True) --------------------------------
+
+_FLOAT4 = np.dtype(ml_dtypes.float4_e2m1fn)
+# The open interval of the floats an integer type's conversion takes without saturating.
+_OPEN_BOUNDS = {np.dtype(t): (float(np.iinfo(t).min) - 1.0, float(np.iinfo(t).max) + 1.0)
+                for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)}
+
+
+def _float(f: Callable[..., np.ndarray], exact: bool = False) -> Callable[..., Any]:
+    """A float function computed in float64 and rounded once to the operands' type: within
+    about half a unit in the last place (numpy's float32 functions err by up to 2 or more).
+    ``exact``: one whose results the type holds exactly (floor, rounding), computed in the
+    operands' type, or in float32 for the types of fewer bits."""
+    wide, native = (np.float32, 4) if exact else (np.float64, 8)
+
+    def kernel(p: Any, *xs: np.ndarray) -> np.ndarray:
+        xs = tuple(np.asarray(x) for x in xs)
+        dtype = xs[0].dtype
+        if dtype.itemsize >= native:
+            return f(*xs)
+        return np.asarray(f(*(x.astype(wide) for x in xs))).astype(dtype)
+    return kernel
+
+
+def _sign(p: Any, x: np.ndarray) -> np.ndarray:
+    """lax.sign: a float zero keeps its sign (numpy's gives +0)."""
+    x = np.asarray(x)
+    return np.where(x == 0, x, np.sign(x)) if x.dtype in _FLOATS else np.sign(x)
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    one = np.ones((), x.dtype)
+    return one / (one + np.exp(-x))
+
+
+def _round(p: int, x: np.ndarray) -> np.ndarray:
+    """lax.round: 1 to nearest even, 0 half away from zero (exact: t + the fraction's call)."""
+    if p == 1:
+        return np.rint(x)
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t).astype(x.dtype)
+
+
+def _enc_round(conv: _Converter, e: Any) -> Any:
+    return int(e.params["rounding_method"])
 
 
 def _unary(f: Callable[[np.ndarray], np.ndarray]) -> Callable[..., Any]:
@@ -827,6 +1092,24 @@ def _unary(f: Callable[[np.ndarray], np.ndarray]) -> Callable[..., Any]:
 def _binary(f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., Any]:
     return lambda p, a, b: f(a, b)
 
+
+_FLOAT_KERNELS: dict[str, Callable[..., Any]] = {
+    "exp": _float(np.exp), "exp2": _float(np.exp2), "log": _float(np.log),
+    "log1p": _float(np.log1p), "expm1": _float(np.expm1), "tanh": _float(np.tanh),
+    "logistic": _float(_logistic), "sqrt": _float(np.sqrt),
+    "rsqrt": _float(lambda x: np.ones((), x.dtype) / np.sqrt(x)), "cbrt": _float(np.cbrt),
+    "sin": _float(np.sin), "cos": _float(np.cos), "tan": _float(np.tan),
+    "asin": _float(np.arcsin), "acos": _float(np.arccos), "atan": _float(np.arctan),
+    "sinh": _float(np.sinh), "cosh": _float(np.cosh), "asinh": _float(np.arcsinh),
+    "acosh": _float(np.arccosh), "atanh": _float(np.arctanh),
+    "atan2": _float(np.arctan2), "pow": _float(np.power),
+    "nextafter": _binary(np.nextafter),  # (in the type itself: ml_dtypes has its own)
+    "floor": _float(np.floor, exact=True), "ceil": _float(np.ceil, exact=True),
+    "is_finite": lambda p, x: np.isfinite(np.asarray(x).astype(np.float32)
+                                          if np.asarray(x).itemsize < 4 else x),
+    "square": lambda p, x: np.multiply(x, x),
+    "round": lambda p, x: _float(lambda v: _round(p, v), exact=True)(None, x),
+}
 
 _KERNELS: dict[str, Callable[..., Any]] = {
     "const": lambda p: p,
@@ -840,7 +1123,7 @@ _KERNELS: dict[str, Callable[..., Any]] = {
     "xor": _binary(np.bitwise_xor), "not": _unary(np.invert),
     "eq": _binary(np.equal), "ne": _binary(np.not_equal), "lt": _binary(np.less),
     "le": _binary(np.less_equal), "gt": _binary(np.greater), "ge": _binary(np.greater_equal),
-    "neg": _unary(np.negative), "abs": _unary(np.abs), "sign": _unary(np.sign),
+    "neg": _unary(np.negative), "abs": _unary(np.abs), "sign": _sign,
     "shift_left": _shift_left, "shift_right_arithmetic": _shift_right_arithmetic,
     "shift_right_logical": _shift_right_logical, "clz": _clz,
     "integer_pow": _integer_pow,
@@ -868,8 +1151,10 @@ _KERNELS: dict[str, Callable[..., Any]] = {
     "reduce_window_sum": _reduce_window(np.add, "zero"),
     "reduce_window_max": _reduce_window(np.maximum, "min"),
     "reduce_window_min": _reduce_window(np.minimum, "max"),
+    "reduce_window": _reduce_window_general,
     "gather": _gather, "scatter": _scatter,
     "cond": _cond, "while": _while, "scan": _scan,
+    **_FLOAT_KERNELS,
 }
 
 _ENCODERS: dict[str, Callable[[_Converter, Any], Any]] = {
@@ -894,6 +1179,9 @@ _ENCODERS: dict[str, Callable[[_Converter, Any], Any]] = {
     "dot_general": _enc_dot, "conv_general_dilated": _enc_conv,
     **{k: _enc_window for k in ("reduce_window_sum", "reduce_window_max",
                                 "reduce_window_min")},
+    "reduce_window": _enc_reduce_window,
     "gather": _enc_gather, "scatter": _enc_scatter,
     "cond": _enc_cond, "while": _enc_while, "scan": _enc_scan,
+    **{k: _enc_none for k in _FLOAT_KERNELS if k != "round"},
+    "round": _enc_round,
 }

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
@@ -187,18 +188,23 @@ def test_model_starts_on_numpy_then_hands_over(tmp_path, reference):
     model._np_handover.join()
     assert model._np is False
     np.testing.assert_array_equal(model(x), expected)
+    np.testing.assert_array_equal(_second_process(tmp_path, "cnn_int8"), expected)
+
+
+def _second_process(cache: Path, name: str, options: str = "") -> np.ndarray:
+    """The fixture's output in a new process, from the cache's numpy program, without JAX."""
     tosa_jax.cache.flush()
-    # A second process runs the cached program without importing JAX.
     code = ("import sys, numpy as np, tosa_jax\n"
-            f"m = tosa_jax.load({str(path)!r}, cache={str(tmp_path)!r})\n"
-            f"y = m(np.load({str(FIXTURES / 'cnn_int8.input.npy')!r}))\n"
-            "assert isinstance(m._np, dict), m._np\n"
+            f"m = tosa_jax.load({str(FIXTURES / (name + '.tosa'))!r}, cache={str(cache)!r}"
+            f"{options})\n"
+            f"y = m(np.load({str(FIXTURES / (name + '.input.npy'))!r}))\n"
+            "assert m.compile_source == 'numpy, cache', m.compile_source\n"
             "assert 'jax' not in sys.modules\n"
             "np.save(sys.argv[1], y)\n")
-    out = tmp_path / "y.npy"
+    out = cache / "y.npy"
     subprocess.run([sys.executable, "-c", code, str(out)], check=True,
                    env={**os.environ, "JAX_PLATFORMS": "cpu"})
-    np.testing.assert_array_equal(np.load(out), expected)
+    return np.load(out)
 
 
 def test_a_model_from_the_cache_record_starts_on_numpy(tmp_path, reference):
@@ -236,3 +242,149 @@ def test_a_failing_program_falls_back_to_xla_with_a_warning(monkeypatch, tmp_pat
     with pytest.warns(RuntimeWarning, match="npexec failed.*broken kernel"):
         np.testing.assert_array_equal(model(x), expected)
     assert model._np is False
+
+
+# -- floating point (from_jaxpr(..., floats=True), load(..., numpy_floats=True)) -------------
+
+SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, np.inf, -np.inf,
+                     np.nan, -np.nan, 1e-37, -1e-37, 3.4e38, -3.4e38, 448.0, 449.0, 464.0, 6.5,
+                     2.0 ** 31, -(2.0 ** 31), 2.0 ** 31 + 256, 2.0 ** 32, 65504.0, 65520.0,
+                     255.5, -128.5, 1e-8], np.float32)
+
+
+def floats(n: int) -> np.ndarray:
+    """Every float32 bit pattern is as likely (NaN payloads, huge values) beside values of
+    ordinary magnitude and the edges of each conversion; no subnormals (XLA's CPU code reads
+    them as zeros: see flushed)."""
+    bits = RNG.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    normal = (RNG.standard_normal(n) * 50).astype(np.float32)
+    x = np.concatenate([bits, normal, SPECIALS])
+    return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.float32(0), x)
+
+
+def flushed(x: np.ndarray) -> np.ndarray:
+    """A result with its float32 subnormals replaced by zeros of their sign: XLA's CPU code
+    flushes most (not all: lax.rem) to zero; numpy keeps them, as the reference model does."""
+    x32 = x.astype(np.float32)
+    return np.where(np.abs(x32) < np.finfo(np.float32).tiny, np.copysign(np.float32(0), x32),
+                    x32).astype(x.dtype)
+
+
+def float_results(f, *args) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    program = npexec.from_jaxpr(jax.make_jaxpr(f)(*args), floats=True)
+    assert program["floats"]
+    got = npexec.run(program, [np.asarray(a) for a in jax.tree.leaves(args)])
+    want = [np.asarray(w) for w in jax.tree.leaves(jax.jit(f)(*args))]
+    assert [(g.shape, g.dtype) for g in got] == [(w.shape, w.dtype) for w in want]
+    return got, want
+
+
+def same_bits_as_xla(f, *args) -> None:
+    """The IEEE operations and conversions round as XLA's do: the same bits, NaN for NaN."""
+    for k, (g, w) in enumerate(zip(*float_results(f, *args), strict=True)):
+        if npexec.is_float(g.dtype):
+            g, w = flushed(g), flushed(w)
+            g32, w32 = g.astype(np.float32), w.astype(np.float32)
+            nan = np.isnan(w32)
+            np.testing.assert_array_equal(np.isnan(g32), nan, err_msg=f"result {k}: NaNs")
+            g, w = g[~nan], w[~nan]
+        differ = np.nonzero(g.view(f"u{g.dtype.itemsize}") != w.view(f"u{w.dtype.itemsize}"))
+        assert not differ[0].size, (f"result {k} ({g.dtype}): at {differ[0][:5]}: "
+                                    f"{g[differ][:5]} instead of {w[differ][:5]}")
+
+
+def within_bound(f, *args, terms: int) -> None:
+    """Sums (products, reductions): numpy's and XLA's results each within the dot-product
+    error bound of TOSA's compliance, ``terms * eps * sum |a b|``, so at most twice that
+    apart; ``sum |a b|`` is the same function of the operands' magnitudes."""
+    got, want = float_results(f, *args)
+    size = jax.tree.leaves(jax.jit(f)(*(np.abs(a) for a in args)))
+    for k, (g, w, m) in enumerate(zip(got, want, size, strict=True)):
+        bound = 2 * terms * np.finfo(np.float32).eps * np.asarray(m, np.float64) + 1e-37
+        np.testing.assert_array_less(np.abs(g.astype(np.float64) - w), bound,
+                                     err_msg=f"result {k}")
+
+
+def test_float_ieee_operations_are_xla_bits():
+    a, b = floats(300), floats(300)[::-1].copy()
+    same_bits_as_xla(lambda u, v: (u + v, u - v, u * v, u / v, -u, jnp.abs(u), u < v, u == v,
+                                   u != v, u >= v, lax.rem(u, v), jnp.where(u > v, u, v),
+                                   lax.sqrt(jnp.abs(u)), jnp.floor(u), jnp.ceil(u),
+                                   lax.round(u, lax.RoundingMethod.AWAY_FROM_ZERO),
+                                   lax.round(u, lax.RoundingMethod.TO_NEAREST_EVEN),
+                                   jnp.isfinite(u), lax.nextafter(u, v), u * u * u,
+                                   lax.integer_pow(u, 5), lax.integer_pow(u, -3),
+                                   lax.clamp(np.float32(-1), u, np.float32(1)),
+                                   jnp.sign(u), lax.max(u, v), lax.min(u, v)), a, b)
+
+
+def test_float_conversions_are_xla_bits():
+    x = floats(2000)
+    types = (jnp.int8, jnp.uint8, jnp.int16, jnp.int32, jnp.uint32, bool, jnp.bfloat16,
+             jnp.float16, jnp.float8_e4m3fn, jnp.float8_e5m2, jnp.float4_e2m1fn,
+             jnp.float8_e8m0fnu)
+    same_bits_as_xla(lambda v: tuple(v.astype(t) for t in types), x)
+    same_bits_as_xla(lambda v: tuple(v.astype(t).astype(jnp.float32) for t in types[6:]), x)
+    same_bits_as_xla(lambda v: (lax.bitcast_convert_type(v, jnp.uint32),
+                                lax.bitcast_convert_type(v.astype(jnp.bfloat16), jnp.int16),
+                                lax.bitcast_convert_type(
+                                    lax.bitcast_convert_type(v, jnp.uint8), jnp.float32)), x)
+    ints = full_range((500,), np.int32)
+    same_bits_as_xla(lambda v: (v.astype(jnp.float32), v.astype(jnp.bfloat16),
+                                v.astype(jnp.float16)), ints)
+
+
+def test_float_arithmetic_of_16_bit_types_is_xla_bits():
+    a = floats(300).astype(jnp.bfloat16)
+    with np.errstate(over="ignore"):  # (to infinity, as intended)
+        b = floats(300).astype(np.float16)
+    same_bits_as_xla(lambda u, v: (u + u, u * u, -u, jnp.maximum(u, u[::-1]), u > 0, v - v[::-1],
+                                   v * np.float16(3), v / v[::-1], jnp.floor(v)), a, b)
+
+
+def test_float_transcendentals_are_accurate():
+    """Within 2 units in the last place of the exact value (float64), float32 and bfloat16:
+    tighter than TOSA's compliance bounds for these operators."""
+    x = (RNG.standard_normal(2000) * 6).astype(np.float32)
+    pos = np.abs(x) + np.float32(1e-3)
+    cases = [(jnp.exp, np.exp, x), (jnp.log, np.log, pos), (jnp.tanh, np.tanh, x),
+             (lax.logistic, lambda v: 1 / (1 + np.exp(-v)), x), (jnp.sin, np.sin, x),
+             (jnp.cos, np.cos, x), (lax.rsqrt, lambda v: 1 / np.sqrt(v), pos),
+             (jnp.exp2, np.exp2, x), (jnp.log1p, np.log1p, pos),
+             (lambda v: jnp.power(v, 0.37), lambda v: v ** 0.37, pos)]
+    for dtype in (np.float32, jnp.bfloat16):
+        for f, exact, v in cases:
+            v = v.astype(dtype)
+            program = npexec.from_jaxpr(jax.make_jaxpr(f)(v), floats=True)
+            (got,) = npexec.run(program, [v])
+            assert got.dtype == v.dtype
+            want = exact(v.astype(np.float64))
+            ulp = np.spacing(np.abs(want).astype(dtype).astype(np.float32)).astype(
+                np.float64) * 2.0 ** (23 - ml_dtypes.finfo(dtype).nmant)
+            err = np.abs(got.astype(np.float64) - want) / ulp
+            assert np.nanmax(err) <= 2, (f, dtype, np.nanmax(err))
+
+
+def test_float_products_windows_and_reductions():
+    a = (RNG.standard_normal((3, 5, 7)) * 3).astype(np.float32)
+    b = (RNG.standard_normal((3, 7, 4)) * 3).astype(np.float32)
+    within_bound(lambda u, v: lax.dot_general(u, v, (((2,), (1,)), ((0,), (0,)))), a, b,
+                 terms=7)
+    x = RNG.standard_normal((2, 9, 8, 6)).astype(np.float32)
+    w = RNG.standard_normal((3, 2, 2, 6)).astype(np.float32)
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, ("NHWC", "HWIO", "NHWC"))
+    within_bound(lambda u, v: lax.conv_general_dilated(u, v, (2, 1), ((1, 1), (0, 2)), (1, 1),
+                                                       (2, 1), dn, feature_group_count=3),
+                 x, w, terms=3 * 2 * 2)
+    within_bound(lambda v: (v.sum(1), lax.reduce_window(v, 0.0, lax.add, (1, 2, 3, 1),
+                                                         (1, 1, 2, 1), "VALID")), x, terms=9)
+    x[0, 1, 2, 3] = np.nan
+    nan = jnp.isnan
+    same_bits_as_xla(lambda v: (lax.reduce_window(  # a reducer of its own: the general form
+        (v, nan(v)), (np.float32(-np.inf), False),
+        lambda a, b: (jnp.where(a[1] | (a[0] > b[0]), a[0], b[0]), a[1] | b[1]),
+        (1, 2, 3, 1), (1, 1, 2, 1), ((0, 0), (1, 0), (0, 2), (0, 0)))), x)
+    same_bits_as_xla(lambda v: (v.max(1), v.min((0, 2)), jnp.argmax(v, 1), jnp.argmin(v, 3),
+                                lax.reduce_window(v, -np.inf, lax.max, (1, 3, 2, 1),
+                                                  (1, 2, 2, 1),
+                                                  ((0, 0), (1, 1), (0, 1), (0, 0)))), x)
