@@ -23,8 +23,8 @@ from tosa_jax.testing.reference import error_budget, network_tolerance, run_refe
 NETWORKS = ["cnn_fp32", "encoder_fp32", "gru_fp32"]
 
 
-def _io(name: str) -> tuple[tosa_jax.Model, str, str]:
-    model = tosa_jax.load(FIXTURES / f"{name}.tosa")
+def _io(name: str, numpy_floats: bool = False) -> tuple[tosa_jax.Model, str, str]:
+    model = tosa_jax.load(FIXTURES / f"{name}.tosa", numpy_floats=numpy_floats)
     ((inp,), (out,)) = model.inputs, model.outputs
     assert inp.dtype == out.dtype == "FP32"
     return model, inp.name, out.name
@@ -34,13 +34,15 @@ def _report(name: str, what: str, err: float, tol: float) -> None:
     print(f"{name}: max |{what}| = {err:.3g} (tolerance {tol:.3g}, {err / tol:.2%} of it)")
 
 
+@pytest.mark.parametrize("engine", ["xla", "numpy"])
 @pytest.mark.parametrize("x64", [False, True])
 @pytest.mark.parametrize("name", NETWORKS)
-def test_fp_network_vs_reference_fp64(name: str, x64: bool) -> None:
-    """The exporter's input and two more seeded inputs; x64 must not change the FP32 graph."""
+def test_fp_network_vs_reference_fp64(name: str, x64: bool, engine: str) -> None:
+    """The exporter's input and two more seeded inputs; x64 must not change the FP32 graph.
+    ``numpy``: the graph's numpy program (``load(..., numpy_floats=True)``, tosa_jax.npexec)."""
     path = FIXTURES / f"{name}.tosa"
     with jax.enable_x64(x64):
-        model, inp, out = _io(name)
+        model, inp, out = _io(name, numpy_floats=engine == "numpy")
         shape = model.inputs[0].shape
         for seed in range(3):
             x = (np.load(FIXTURES / f"{name}.input.npy") if seed == 0 else
@@ -48,6 +50,7 @@ def test_fp_network_vs_reference_fp64(name: str, x64: bool) -> None:
             ref64 = run_reference_fp(path, {inp: x}, [out], precise=True)[out]
             assert ref64.dtype == np.float64
             got = model.run({inp: x})[out]
+            assert ("numpy" in str(model.compile_source)) == (engine == "numpy")
             assert got.dtype == np.float32 and got.shape == ref64.shape
             tol = network_tolerance(model.graph, ref64)
             err = float(np.max(np.abs(got.astype(np.float64) - ref64)))

@@ -178,9 +178,10 @@ class Model:
                  digest: str | None = None, tiered: bool | None = None,
                  meta: dict[str, Any] | None = None,
                  reader: Callable[[], Graph] | None = None,
-                 check_requires: bool = False) -> None:
+                 check_requires: bool = False, numpy_floats: bool = False) -> None:
         self.limits = limits or Limits.default()
         self.check_requires = bool(check_requires)
+        self.numpy_floats = bool(numpy_floats)
         self._target = (profile, extensions, level)
         self._graph, self._reader = graph, reader
         if graph is not None:
@@ -563,16 +564,17 @@ class Model:
         keep = entry is None and tier == 0 and self.cache is not None
         return _Slot(exe, tier, lowered if keep else None)
 
-    # -- small integer graphs run by numpy (tosa_jax.npexec) ----------------------------------
+    # -- small graphs run by numpy (tosa_jax.npexec) ------------------------------------------
 
     def _np_applies(self) -> bool:
-        """Whether calls may start on the numpy program: an integer graph with outputs on the
-        host, no variables, and little enough work (npexec.MAX_MACS, MAX_ELEMENTS; then the
-        traced program's estimate, npexec.BUDGET_MS) that numpy answers in about the time a
-        quick-tier executable would, its compile spared."""
-        return (npexec.enabled() and not self.floats and self.host_outputs
-                and not self.variables and self.device is None
-                and self.int_macs <= npexec.MAX_MACS
+        """Whether calls may start on the numpy program: an integer graph (any graph, with
+        ``numpy_floats``) with outputs on the host, no variables, and little enough work
+        (npexec.MAX_MACS, MAX_ELEMENTS; then the traced program's estimate, npexec.BUDGET_MS)
+        that numpy answers in about the time a quick-tier executable would, its compile
+        spared."""
+        return (npexec.enabled() and (self.numpy_floats or not self.floats)
+                and self.host_outputs and not self.variables and self.device is None
+                and self.int_macs + self.float_macs <= npexec.MAX_MACS
                 and self.largest_value <= npexec.MAX_ELEMENTS)
 
     def _np_run(self, bound: list[Any]) -> list[Any] | None:
@@ -594,7 +596,8 @@ class Model:
             if program is False:
                 return None
             self._np_calls += 1
-            hand_over = self._np_calls == 2
+            # (a float program keeps the calls: XLA's float results are not its bits)
+            hand_over = self._np_calls == 2 and not program["floats"]
         assert isinstance(program, dict)
         try:
             results = npexec.run(program, [leaf for a in bound for leaf in _flat(a)])
@@ -619,6 +622,7 @@ class Model:
             return None
         args = [leaf for s in self.inputs for leaf in host_leaves(s)]
         return {"kind": "npexec", "format": npexec.FORMAT, "graph": self._program_digest(),
+                "floats": self.numpy_floats and self.floats,
                 "code": code_digest(), "args": [[list(s), d] for s, d in args],
                 "runtime": hostexec.runtime_id()}
 
@@ -644,7 +648,9 @@ class Model:
 
             with no_gc(), lowering_for("cpu"):
                 traced = self._jitted("cpu").trace(*bound)
-            program = npexec.from_jaxpr(traced.jaxpr)
+            # (an integer graph's program stays integer, whatever numpy_floats says: its
+            # results are the reference model's bits)
+            program = npexec.from_jaxpr(traced.jaxpr, floats=self.numpy_floats and self.floats)
             # (over the memory limit: XLA's executable refuses it with its own figures)
             if (npexec.cost_ms(program) > npexec.BUDGET_MS
                     or program["bytes"] > self.limits.max_bytes):
@@ -1263,7 +1269,8 @@ def load(source: str | os.PathLike | bytes | Graph, *,
          max_bytes: int | None = None, profile: str | list[str] | None = None,
          extensions: list[str] | None = None, level: str | None = None,
          cache: bool | str | os.PathLike | CompileCache | None = None,
-         tiered: bool | None = None, check_requires: bool = False) -> Model:
+         tiered: bool | None = None, check_requires: bool = False,
+         numpy_floats: bool = False) -> Model:
     """Load a TOSA 1.0 flatbuffer (path or bytes) or an IR Graph as a callable Model.
 
     ``device``: a JAX device, or a platform name ("cpu", "gpu"); by default JAX's default device.
@@ -1286,10 +1293,17 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     the operator and the rule (``model.split_requires`` for the raw form); ``model(...)`` and
     ``model.run`` check, ``evaluate`` does not. The checks are part of the compiled program (a
     separate compile-cache entry), and only where the range analysis cannot rule a failure out.
+    ``numpy_floats``: a float graph small enough to start on numpy (``tosa_jax.npexec``: no
+    XLA compile, nor XLA's rebuild of a cached executable) runs all its calls there: for a
+    graph run once, as a test suite runs each graph (``tosa_jax.reference_model`` sets it).
+    Its results meet TOSA's compliance modes but are not XLA's bits (transcendentals,
+    summation order), so the model does not hand its calls over to XLA as integer graphs do
+    (``evaluate``, which batches through XLA, gives XLA's).
     """
     limits = Limits.default(max_elements=max_elements, max_bytes=max_bytes)
     opts = {"device": device, "limits": limits, "profile": profile, "extensions": extensions,
-            "level": level, "cache": cache, "tiered": tiered, "check_requires": check_requires}
+            "level": level, "cache": cache, "tiered": tiered, "check_requires": check_requires,
+            "numpy_floats": numpy_floats}
     store = open_cache(cache)
     data, label = source_bytes(source)
     if data is None or store is None:

@@ -388,3 +388,28 @@ def test_float_products_windows_and_reductions():
                                 lax.reduce_window(v, -np.inf, lax.max, (1, 3, 2, 1),
                                                   (1, 2, 2, 1),
                                                   ((0, 0), (1, 1), (0, 1), (0, 0)))), x)
+
+
+def test_a_float_graph_on_numpy_stays_there(tmp_path):
+    """numpy_floats: every call on numpy (the same bits each time: no hand-over to XLA's
+    float code); the program is cached apart from integer-only programs, and a second process
+    runs it without JAX. (Its results against the reference model: test_networks_fp.)"""
+    path = FIXTURES / "cnn_fp32.tosa"
+    x = np.load(FIXTURES / "cnn_fp32.input.npy")
+    model = tosa_jax.load(path, cache=str(tmp_path), numpy_floats=True)
+    y = model(x)
+    assert model.compile_source == "numpy" and model._np["floats"]
+    for _ in range(2):
+        np.testing.assert_array_equal(model(x), y)
+    assert model._np_handover is None and not model._executables
+    plain = tosa_jax.load(path, cache=str(tmp_path))  # floats left to XLA by default
+    np.testing.assert_allclose(plain(x), y, rtol=1e-5, atol=1e-6)
+    assert plain._np is False and "numpy" not in plain.compile_source
+    np.testing.assert_array_equal(
+        _second_process(tmp_path, "cnn_fp32", ", numpy_floats=True"), y)
+
+
+def test_an_integer_graph_keeps_integer_programs_with_numpy_floats(tmp_path):
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=str(tmp_path), numpy_floats=True)
+    model(np.load(FIXTURES / "cnn_int8.input.npy"))
+    assert isinstance(model._np, dict) and not model._np["floats"]

@@ -39,8 +39,10 @@ if os.environ.get("TOSA_JAX_SUT_X64", "") not in ("", "0"):
 import tosa_jax  # noqa: E402  (after the x64 switch; its names load JAX on first use)
 from tosa_jax.ir import HOST_DTYPES, INT_RANGES  # noqa: E402
 
-# A graph run by numpy on its first call (tosa_jax.npexec) is also run by its XLA executable,
-# whose outputs must be the same bits: TOSA_JAX_SUT_ENGINES=first runs only the first.
+# A graph run by numpy (tosa_jax.npexec: an integer graph's first call, a float graph loaded
+# with numpy_floats, as tosa_jax.reference_model loads it) is also run by its XLA executable:
+# an integer graph's outputs must be the same bits, a float graph's are judged by tosa_verify
+# too (testResult). TOSA_JAX_SUT_ENGINES=first runs only the first engine.
 BOTH_ENGINES = os.environ.get("TOSA_JAX_SUT_ENGINES", "both").strip().lower() != "first"
 
 # The numpy dtype tosa_jax's ``Model.run`` takes for a graph input of each TOSA element type.
@@ -159,6 +161,8 @@ class TosaSUTRunner(TosaTestRunner):
 
     def __init__(self, args: Any, runnerArgs: list[str], testDirPath: Path) -> None:  # noqa: N803
         super().__init__(args, runnerArgs, testDirPath)
+        # A float graph's second engine: its outputs, judged after the first's (testResult)
+        self._second: tuple[Any, dict[str, Any]] | None = None
 
     def _output_types(self) -> dict[str, str]:
         """TOSA element type of each output, from the test description."""
@@ -182,7 +186,8 @@ class TosaSUTRunner(TosaTestRunner):
             # Judge at the level the runner gives the reference model (EIGHTK by default).
             level = str(getattr(self.args, "tosa_level", "EIGHTK")).upper()
             model = tosa_jax.load(str(test_dir / desc["tosa_file"]),
-                                  level={"EIGHTK": "8K", "NONE": "none"}.get(level, "8K"))
+                                  level={"EIGHTK": "8K", "NONE": "none"}.get(level, "8K"),
+                                  numpy_floats=BOTH_ENGINES)
             input_types = {spec.name: _tosa_dtype_name(spec) for spec in model.inputs}
             input_shapes = {spec.name: tuple(spec.shape) for spec in model.inputs}
             scaled = {spec.name: spec for spec in model.inputs if spec.block_size}
@@ -201,20 +206,35 @@ class TosaSUTRunner(TosaTestRunner):
             outputs = model.run(feeds)
             if isinstance(model._np, dict) and BOTH_ENGINES:
                 # Computed by the graph's numpy program (tosa_jax.npexec), which the verifier
-                # judges; the XLA executable of the same graph must give the same bits, so
+                # judges; the XLA executable of the same graph must give the same bits (an
+                # integer graph), or is judged by the verifier as well (a float graph), so
                 # that the slice judges both engines against the reference model.
+                floats = model._np["floats"]
                 model._np = False
-                differ = [name for name, value in model.run(feeds).items()
-                          if not np.array_equal(value, outputs[name])]
-                if differ:
-                    return result.OTHER_ERROR, (f"tosa_jax's numpy program and XLA executable "
-                                                f"differ on output(s) {differ}")
+                second = model.run(feeds)
+                if floats:
+                    self._second = (model, second)
+                else:
+                    differ = [name for name, value in second.items()
+                              if not np.array_equal(value, outputs[name])]
+                    if differ:
+                        return result.OTHER_ERROR, (
+                            f"tosa_jax's numpy program and XLA executable differ on output(s) "
+                            f"{differ}")
         except tosa_jax.TosaError as exc:
             return result.TOSA_ERROR, f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # a crash of the runtime: fail the test, keep the run going
             detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             return result.OTHER_ERROR, f"tosa_jax crashed: {type(exc).__name__}: {exc}\n{detail}"
 
+        return self._write_outputs(model, outputs)
+
+    def _write_outputs(self, model: Any, outputs: dict[str, Any],
+                       ) -> tuple[TosaTestRunner.TosaGraphResult, str | None]:
+        """Write the outputs into the test directory, as the runner reads them."""
+        result = TosaTestRunner.TosaGraphResult
+        desc = self.testDesc
+        test_dir = self.testDirPath
         output_types = self._output_types()
         try:
             for name, file in zip(desc["ofm_name"], desc["ofm_file"], strict=True):
@@ -234,3 +254,18 @@ class TosaSUTRunner(TosaTestRunner):
         except Exception as exc:
             return result.OTHER_ERROR, f"writing outputs failed: {type(exc).__name__}: {exc}"
         return result.TOSA_VALID, None
+
+    def testResult(self, tosaGraphResult: Any, graphMessage: str | None = None,  # noqa: N802,N803
+                   ) -> tuple[Any, str | None]:
+        """The runner's verdict on the outputs; for a float graph run by both engines, on the
+        numpy program's outputs and then on the XLA executable's (both must pass)."""
+        verdict, message = super().testResult(tosaGraphResult, graphMessage)
+        if self._second is None or verdict != TosaTestRunner.Result.EXPECTED_PASS:
+            return verdict, message
+        model, outputs = self._second
+        self._second = None
+        written, why = self._write_outputs(model, outputs)
+        second, message = super().testResult(written, why)
+        if second != TosaTestRunner.Result.EXPECTED_PASS:
+            return second, f"tosa_jax's XLA executable (its numpy program passed): {message}"
+        return verdict, message
