@@ -1074,7 +1074,8 @@ def _logistic(x: np.ndarray) -> np.ndarray:
 
 
 def _round(p: int, x: np.ndarray) -> np.ndarray:
-    """lax.round: 1 to nearest even, 0 half away from zero (exact: t + the fraction's call)."""
+    """lax.round: method 1 to nearest even, 0 half away from zero (exactly: the truncation,
+    one further from zero where the dropped fraction is a half or more)."""
     if p == 1:
         return np.rint(x)
     t = np.trunc(x)
