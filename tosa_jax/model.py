@@ -577,6 +577,13 @@ class Model:
                 and self.int_macs + self.float_macs <= npexec.MAX_MACS
                 and self.largest_value <= npexec.MAX_ELEMENTS)
 
+    @property
+    def _np_floats(self) -> bool:
+        """Whether the numpy program may compute in floats: a float graph loaded with
+        ``numpy_floats`` (an integer graph's program stays integer whatever the option says:
+        its results are the reference model's bits)."""
+        return self.numpy_floats and self.floats
+
     def _np_run(self, bound: list[Any]) -> list[Any] | None:
         """The outputs computed by the graph's numpy program, or None where there is none (the
         caller then compiles, or loads a cached executable: the same integers). A graph's first
@@ -622,7 +629,7 @@ class Model:
             return None
         args = [leaf for s in self.inputs for leaf in host_leaves(s)]
         return {"kind": "npexec", "format": npexec.FORMAT, "graph": self._program_digest(),
-                "floats": self.numpy_floats and self.floats,
+                "floats": self._np_floats,
                 "code": code_digest(), "args": [[list(s), d] for s, d in args],
                 "runtime": hostexec.runtime_id()}
 
@@ -648,9 +655,7 @@ class Model:
 
             with no_gc(), lowering_for("cpu"):
                 traced = self._jitted("cpu").trace(*bound)
-            # (an integer graph's program stays integer, whatever numpy_floats says: its
-            # results are the reference model's bits)
-            program = npexec.from_jaxpr(traced.jaxpr, floats=self.numpy_floats and self.floats)
+            program = npexec.from_jaxpr(traced.jaxpr, floats=self._np_floats)
             # (over the memory limit: XLA's executable refuses it with its own figures)
             if (npexec.cost_ms(program) > npexec.BUDGET_MS
                     or program["bytes"] > self.limits.max_bytes):

@@ -30,6 +30,7 @@ it, and a later process runs it without importing JAX.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -1082,6 +1083,10 @@ def _round(p: int, x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t).astype(x.dtype)
 
 
+# lax.round's kernels by method, built once (not a closure per call)
+_ROUNDS = {method: _float(functools.partial(_round, method), exact=True) for method in (0, 1)}
+
+
 def _enc_round(conv: _Converter, e: Any) -> Any:
     return int(e.params["rounding_method"])
 
@@ -1109,7 +1114,7 @@ _FLOAT_KERNELS: dict[str, Callable[..., Any]] = {
     "is_finite": lambda p, x: np.isfinite(np.asarray(x).astype(np.float32)
                                           if np.asarray(x).itemsize < 4 else x),
     "square": lambda p, x: np.multiply(x, x),
-    "round": lambda p, x: _float(lambda v: _round(p, v), exact=True)(None, x),
+    "round": lambda p, x: _ROUNDS[p](None, x),
 }
 
 _KERNELS: dict[str, Callable[..., Any]] = {
