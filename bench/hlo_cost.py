@@ -262,7 +262,8 @@ def measure(path: str, attribute: bool, save_exe: str | None, repeat: int) -> di
         with tempfile.TemporaryDirectory() as d:
             first = _run(["--worker-first", path, d])
             cached.append(_run(["--worker-first", path, d]))
-            assert cached[-1]["source"] == "cache", cached[-1]
+            # (a small graph's numpy program, tosa_jax.npexec, comes from the cache too)
+            assert cached[-1]["source"] in ("cache", "numpy, cache"), cached[-1]
     res["first_ms"] = first["first_ms"]
     res["cached_ms"] = min(c["first_ms"] for c in cached)
     res["cached_cpu_ms"] = min(c["first_cpu_ms"] for c in cached)

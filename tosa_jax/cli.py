@@ -97,7 +97,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from tosa_jax.model import load
 
-    model = load(args.graph, device=args.device, check_requires=args.check_requires)
+    # A run-once process: a small float graph runs on its numpy program, as through
+    # tosa_jax.reference_model.run, rather than paying an XLA compile for one call (see the
+    # README, "Float graphs run once"); --xla-floats keeps XLA's float code, whose bits are
+    # what model(x) and evaluate give.
+    model = load(args.graph, device=args.device, check_requires=args.check_requires,
+                 numpy_floats=not args.xla_floats)
     inputs = _parse_inputs(model, args.inputs)
     t0 = time.perf_counter()
     outputs = model.run(inputs)
@@ -446,6 +451,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-requires", action="store_true",
                    help="also check the REQUIREs that depend on the values (int32 overflow, "
                    "indices out of range...): a warning names the operator that breaks one")
+    p.add_argument("--xla-floats", action="store_true",
+                   help="run a float graph on XLA's compiled code, as model(x) does in Python "
+                        "(default: a small float graph runs on its numpy program, no compile; "
+                        "both meet TOSA's float compliance, their last bits may differ)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("eval", help="run a batch-1 graph over a dataset of stacked samples "
                                     "(vmapped batches sharded over all devices)")

@@ -118,3 +118,35 @@ def test_console_script_flushes_and_exits_with_mains_code(tmp_path) -> None:
     bad = subprocess.run([sys.executable, "-c", code, "run", graph, str(tmp_path / "none.npy")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "tosa-jax: error:" in bad.stderr
+
+
+def test_run_float_graph_on_numpy_unless_xla_floats(tmp_path, capsys, monkeypatch) -> None:
+    """``tosa-jax run`` is a run-once process: a small float graph runs on its numpy program
+    (no XLA compile), as through ``tosa_jax.reference_model.run``, within the spec's error
+    budget of the reference model's precise (FP64) run; ``--xla-floats`` gives XLA's bits,
+    those of ``model(x)``."""
+    from tosa_jax.testing.reference import network_tolerance, run_reference_fp
+
+    graph = FIXTURES / "encoder_fp32.tosa"
+    model = tosa_jax.load(graph, cache=False)
+    ((inp,), (out,)) = model.inputs, model.outputs
+    x = np.random.default_rng(3).standard_normal(inp.shape).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ref64 = run_reference_fp(graph, {inp.name: x}, [out.name], precise=True)[out.name]
+    tol = network_tolerance(model.graph, ref64)
+    monkeypatch.setenv("TOSA_JAX_CACHE_DIR", str(tmp_path / "cache"))
+    got = {}
+    for how, extra in (("numpy", []), ("xla", ["--xla-floats"])):
+        for source in ("traced", "cache"):  # a fresh cache, then the entry it wrote
+            out_dir = tmp_path / f"{how}_{source}"
+            assert main(["run", str(graph), str(tmp_path / "x.npy"), "-o", str(out_dir),
+                         *extra]) == 0
+            err = capsys.readouterr().err
+            assert ("numpy" in err) == (how == "numpy"), err
+            assert ("compile cache" in err) == (source == "cache"), err
+            y = np.load(out_dir / f"{out.name}.npy")
+            assert y.dtype == np.float32 and np.max(np.abs(y - ref64)) <= tol
+            if source == "cache":  # the same bits from the cache as when it was made
+                np.testing.assert_array_equal(y, got[how])
+            got[how] = y
+    np.testing.assert_array_equal(got["xla"], np.asarray(model(x)))
