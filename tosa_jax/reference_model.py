@@ -54,12 +54,11 @@ results are the reference model's bits either way; float results meet TOSA's com
 from __future__ import annotations
 
 import enum
-import functools
 import os
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -244,21 +243,13 @@ def _error_outputs(tosa_binary: bytes) -> list[np.ndarray]:
 # ----------------------------------------------------------------------------- run
 
 
-def _collector_held(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``f`` with Python's cyclic collector held off during the call. The binding allocates
-    next to no Python objects and never sets off a collection; tosa_jax's few thousand (a
-    cached program read, numpy's calls) can set off a full one, which walks the caller's whole
-    heap: 0.40-0.48 s each inside ExecuTorch's test process, measured 2026-11-27 (its
-    ``nn_functional FP[fold]`` took 0.76 s warm, 1.9 ms with the collector held). The
-    collection still comes, in the caller's code, after the call."""
-    @functools.wraps(f)
-    def held(*args: Any, **kwargs: Any) -> Any:
-        with no_gc():
-            return f(*args, **kwargs)
-    return held
-
-
-@_collector_held
+# Python's cyclic collector is held off during a run (no_gc, used as a decorator: it keeps
+# run's signature). The binding allocates next to no Python objects and never sets off a
+# collection; tosa_jax's few thousand (a cached program read, numpy's calls) can set off a full
+# one, which walks the caller's whole heap: 0.40-0.48 s each inside ExecuTorch's test process,
+# measured 2026-11-27 (its ``nn_functional FP[fold]`` took 0.76 s warm, 1.9 ms with the
+# collector held). The collection still comes, in the caller's code, after the call.
+@no_gc()
 def run(tosa_binary: bytes | bytearray | memoryview | str, inputs: Sequence[Any], *,
         inst_id: int = 0, debug_filename: str | None = None, is_unbuffered: bool = False,
         debug_mode: str | None = None, verbosity: str = "NONE", dump_intermediates: int = 0,
