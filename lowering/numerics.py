@@ -23,7 +23,14 @@ import numpy as np
 from jax import lax
 
 # The type tables and the Wide pair live with the IR; re-exported here for the lowerings.
-from tosa_jax.ir import CODE_TYPES, INT_RANGES, Wide, wide_from_numpy, wide_to_numpy  # noqa: F401
+from tosa_jax.ir import (  # noqa: F401
+    CODE_TYPES,
+    INT_RANGES,
+    BlockScaled,
+    Wide,
+    wide_from_numpy,
+    wide_to_numpy,
+)
 from tosa_jax.violations import REQUIRE_RULES
 
 Array = Any  # a jax.Array or numpy array
@@ -418,9 +425,11 @@ def wrap_cast(value: Array, dtype: str) -> Array:
 # ----------------------------------------------------------------------------- 64-bit pairs
 
 
-# A graph with INT48 inputs or outputs exported by jax.export (model.fn) serializes them as Wide
-# (the pair lives with the IR, which knows no JAX: registered here, where JAX is loaded)
+# A graph with INT48 (INT64) or block-scaled (TOSA 1.1) inputs or outputs exported by
+# jax.export (model.fn) serializes them as Wide or BlockScaled pairs (they live with the IR,
+# which knows no JAX: registered here, where JAX is loaded)
 jax.export.register_namedtuple_serialization(Wide, serialized_name="tosa_jax.Wide")
+jax.export.register_namedtuple_serialization(BlockScaled, serialized_name="tosa_jax.BlockScaled")
 
 
 def wide(x: Array) -> Wide:

@@ -17,6 +17,7 @@
 #    judged by tosa_verify against the reference model: its PRO-INT tests with jax_enable_x64
 #    off and on (integers must be identical), its PRO-FP tests with x64 off (the spec's
 #    compliance bounds). TOSA_JAX_GPU_SLICE_PROFILE=all runs the whole slice in one step.
+#    Then the TOSA 1.1.0-draft slice (CI_SELECTION_1_1), every profile and extension, x64 off.
 # 3. bench/benchmark.py --platform gpu on the fixtures and the zoo in .cache/zoo (when exported):
 #    tosa_jax's GPU outputs against the reference model (integers identical), batch-1 latency,
 #    batch throughput and evaluate. TOSA_JAX_GPU_BENCH_ENGINES (default tosa_jax_gpu: the GPU
@@ -24,7 +25,7 @@
 #    TOSA_JAX_GPU_BENCH_ARGS: more options, e.g. "--repeat-ref 1 --ref-budget 1".
 # 4. bench/first_result.py: a fresh process's first result on the GPU, compiled and then
 #    from the persistent compile cache (cnn_int8; resnet_int8 and lstm_int8 of the zoo).
-# 5. bench/gpu_export.py on the fixtures and the slice (needs no GPU; the record of what the GPU
+# 5. bench/gpu_export.py on the fixtures and the slices (needs no GPU; the record of what the GPU
 #    was given). TOSA_JAX_GPU_EXPORT=0 leaves it out (CI's tests/unit/test_gpu_export.py runs it).
 # TOSA_JAX_CONFORMANCE_JOBS: the runner's processes (default: the cores, at most 16);
 # TOSA_JAX_GPU_STEP_TIMEOUT: seconds a step may take (default: no limit).
@@ -101,6 +102,9 @@ step() {  # step NAME COMMAND...: run, log, remember a failure
 SLICE="$("$PY" -c "
 from tosa_jax.testing import conformance as c
 print(c.cached_slice(c.CI_CACHE, c.CI_SELECTION, progress=True))" | tail -n 1)" || exit 2
+SLICE11="$("$PY" -c "
+from tosa_jax.testing import conformance as c
+print(c.cached_slice(c.CI_CACHE, c.CI_SELECTION_1_1, progress=True))" | tail -n 1)" || exit 2
 CORES="$(nproc)"
 JOBS="${TOSA_JAX_CONFORMANCE_JOBS:-$((CORES < 16 ? CORES : 16))}"
 conformance() {  # conformance PROFILE X64(on/off)
@@ -117,6 +121,8 @@ else
   conformance tosa-pro-int on
   conformance tosa-pro-fp off
 fi
+step conformance_1.1 env JAX_PLATFORMS="$PLATFORM" "$PY" bench/conformance.py run \
+  --tests "$SLICE11" --test-type positive -j "$JOBS" --strict --json "$OUT/conformance_1.1.json"
 models=(tests/fixtures)
 [ -d .cache/zoo ] && models+=(.cache/zoo)
 read -r -a bench_args <<<"${TOSA_JAX_GPU_BENCH_ARGS:-}"
@@ -127,7 +133,7 @@ first=(tests/fixtures/cnn_int8.tosa)
 for g in resnet_int8 lstm_int8; do [ -f ".cache/zoo/$g.tosa" ] && first+=(".cache/zoo/$g.tosa"); done
 step first_result_gpu env JAX_PLATFORMS="$PLATFORM" "$PY" bench/first_result.py "${first[@]}"
 if [ "${TOSA_JAX_GPU_EXPORT:-1}" != 0 ]; then
-  step gpu_export "$PY" bench/gpu_export.py --sources fixtures zoo slice \
+  step gpu_export "$PY" bench/gpu_export.py --sources fixtures zoo slice slice-1.1 \
     --json "$OUT/gpu_export.json"
 fi
 echo "gpu_check: $([ $status -eq 0 ] && echo passed || echo FAILED); results in $OUT"

@@ -20,7 +20,7 @@ from tosa_jax.testing import FIXTURES
 from tosa_jax.testing import conformance as conf
 from tosa_jax.testing import gpu_export as ge
 
-SLICE_SAMPLE = 25  # every 25th test of the CI conformance slice (about 28 graphs)
+SLICE_SAMPLE = 25  # every 25th test of a CI conformance slice (29 of 1.0.2, 47 of 1.1)
 
 
 def test_scan_finds_what_it_looks_for() -> None:
@@ -106,16 +106,58 @@ def test_int48_inputs_and_outputs_serialize() -> None:
     np.testing.assert_array_equal(wide_to_numpy(got), x)  # IDENTITY: the input itself
 
 
-def _slice(every: int, generate: bool = False) -> list[Path]:
-    """The CI slice's graphs; unless ``generate``, only where the slice is generated already
-    (the full lane generates it before pytest; minutes on a fresh clone, too long for the fast
-    lane)."""
+def test_block_scaled_inputs_and_outputs_serialize() -> None:
+    """TOSA 1.1 block-scaled values cross the function boundary as BlockScaled pairs: the
+    artifact of a graph that takes and returns them serializes (tosa_jax registers the type with
+    jax.export) and, read back and run on the conformance test's own inputs, gives model()'s
+    values bit for bit (the slice judges model() against the reference model). The 1.1 slice's
+    graphs with block-scaled inputs and outputs (CONCAT, RESHAPE, ROW_GATHER)."""
+    from tosa_jax.testing import conformance_sut as sut
+
     if conf.tosa_tools_version() is None:
         pytest.skip("tosa-tools is not installed: no conformance slice")
-    if not generate and conf.generated_slice(conf.CI_CACHE, conf.CI_SELECTION) is None:
-        pytest.skip("the CI conformance slice is not generated yet (bash scripts/test.sh or "
-                    "python bench/conformance.py slice)")
-    return ge.sample(ge.slice_tests(), every)
+    root = conf.generated_slice(conf.CI_CACHE, conf.CI_SELECTION_1_1)
+    if root is None:
+        pytest.skip("the TOSA 1.1 CI slice is not generated yet (bash scripts/test.sh)")
+    checked = 0
+    for test in sorted(root.glob("operators/*/*/*bs32*")):
+        model = tosa_jax.load(test / "test.tosa", cache=False)
+        if not (any(s.block_size for s in model.inputs)
+                and any(s.block_size for s in model.outputs)):
+            continue
+        args = []
+        for spec in model.inputs:
+            file = test / f"{spec.name}.npy"
+            value = sut._convert_input(spec.name, np.load(file), sut._tosa_dtype_name(spec),
+                                       tuple(spec.shape))
+            if spec.block_size:
+                value = tosa_jax.BlockScaled(value, sut._convert_input(
+                    spec.name, np.load(sut._scale_file(file)), spec.scale_dtype or "",
+                    spec.scale_shape))
+            args.append(value)
+        exp = ge.export(model, ["cpu", "cuda", "rocm"])
+        got = jax.export.deserialize(exp.serialize()).call(*model._bind(tuple(args), {}))
+        want = model.fn(*model._bind(tuple(args), {}))
+        assert any(isinstance(o, tosa_jax.BlockScaled) for o in got)
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            np.testing.assert_array_equal(np.asarray(g).view(np.uint8),
+                                          np.asarray(w).view(np.uint8))
+        checked += 1
+    assert checked >= 3
+
+
+def _slice(every: int, generate: bool = False, source: str = "slice") -> list[Path]:
+    """A CI slice's graphs (``source``: gpu_export's name of the 1.0.2 or the 1.1 slice);
+    unless ``generate``, only where the slice is generated already (the full lane generates it
+    before pytest; minutes on a fresh clone, too long for the fast lane)."""
+    if conf.tosa_tools_version() is None:
+        pytest.skip("tosa-tools is not installed: no conformance slice")
+    version = ge.SLICES[source]
+    selection = conf.CI_SELECTION if version == "1.0.2" else conf.CI_SELECTION_1_1
+    if not generate and conf.generated_slice(conf.CI_CACHE, selection) is None:
+        pytest.skip(f"the CI conformance slice of TOSA {version} is not generated yet (bash "
+                    "scripts/test.sh or python bench/conformance.py slice)")
+    return ge.sample(ge.slice_tests(version=version), every)
 
 
 def _check_all(paths: list[Path]) -> None:
@@ -126,10 +168,16 @@ def _check_all(paths: list[Path]) -> None:
     assert not failed, failed
 
 
-def test_conformance_slice_sample_exports_for_gpu() -> None:
-    paths = _slice(SLICE_SAMPLE)
+@pytest.mark.parametrize("source", list(ge.SLICES))
+def test_conformance_slice_sample_exports_for_gpu(source: str) -> None:
+    paths = _slice(SLICE_SAMPLE, source=source)
     assert len(paths) >= 20
     _check_all(paths)
+
+
+@pytest.mark.slow
+def test_whole_conformance_slice_1_1_exports_for_gpu() -> None:
+    _check_all(_slice(1, generate=True, source="slice-1.1"))
 
 
 @pytest.mark.slow

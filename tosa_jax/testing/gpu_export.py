@@ -1,7 +1,7 @@
 """Every graph exported for the CUDA and ROCm platforms on a machine without a GPU, and its
 StableHLO checked for what would tie integer exactness to the CPU.
 
-    python bench/gpu_export.py                          # fixtures, zoo (if exported), CI slice
+    python bench/gpu_export.py                          # fixtures, zoo (if exported), CI slices
     python bench/gpu_export.py --sources fixtures slice --sample 25 --x64 --json out.json
 
 ``jax.export`` lowers a jitted function for a named platform without its hardware. For each graph
@@ -51,6 +51,7 @@ from tosa_jax.testing import CACHE, FIXTURES
 
 ZOO_DIR = Path(os.environ.get("TOSA_JAX_ZOO_DIR") or CACHE / "zoo")
 PLATFORMS = ("cuda", "rocm")
+SLICES = {"slice": "1.0.2", "slice-1.1": "1.1.0-draft"}  # source name: the slice's TOSA version
 
 _TENSOR = r"tensor<[^>]*>"
 # an attribute's typed value (reduce_window's padding is dense<...> : tensor<4x2xi64>): not data
@@ -142,10 +143,15 @@ def arg_specs(model: Any) -> list[Any]:
     import jax
     import numpy as np
 
-    from tosa_jax.ir import host_to_value
+    from tosa_jax.ir import BlockScaled, host_to_value
+    from tosa_jax.model import TensorSpec
 
     def abstract(spec: Any) -> Any:
         value = host_to_value(np.zeros(spec.shape, spec.np_dtype), spec.dtype)
+        if spec.block_size:  # a block-scaled input: (values, scales)
+            scales = TensorSpec(spec.name, spec.scale_shape, spec.scale_dtype or "")
+            value = BlockScaled(value, host_to_value(np.zeros(scales.shape, scales.np_dtype),
+                                                     scales.dtype))
         return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), value)
 
     args = [abstract(s) for s in model.inputs]
@@ -213,11 +219,13 @@ def check_graph(path: Path, source: str, platforms: Iterable[str] = PLATFORMS) -
     return r
 
 
-def slice_tests(jobs: int = 2) -> list[Path]:
-    """The CI conformance slice's test.tosa files (generated into .cache/conformance once)."""
+def slice_tests(jobs: int = 2, version: str = "1.0.2") -> list[Path]:
+    """A CI conformance slice's test.tosa files, TOSA 1.0.2's or 1.1.0-draft's (generated into
+    .cache/conformance once)."""
     from tosa_jax.testing import conformance as conf
 
-    root = conf.cached_slice(conf.CI_CACHE, conf.CI_SELECTION, jobs)
+    selection = conf.CI_SELECTION if version == "1.0.2" else conf.CI_SELECTION_1_1
+    root = conf.cached_slice(conf.CI_CACHE, selection, jobs)
     return [t / "test.tosa" for t in conf.find_tests(root)]
 
 
@@ -236,10 +244,10 @@ def graphs(sources: Iterable[str], every: int = 1, jobs: int = 2,
             out += [(p, src) for p in sorted(FIXTURES.glob("*.tosa"))]
         elif src == "zoo":
             out += [(p, src) for p in sorted(ZOO_DIR.glob("*.tosa"))]
-        elif src == "slice":
-            out += [(p, src) for p in sample(slice_tests(jobs), every)]
+        elif src in SLICES:
+            out += [(p, src) for p in sample(slice_tests(jobs, SLICES[src]), every)]
         else:
-            raise ValueError(f"unknown source {src!r}: fixtures, zoo or slice")
+            raise ValueError(f"unknown source {src!r}: fixtures, zoo, {', '.join(SLICES)}")
     return out
 
 
@@ -284,13 +292,13 @@ def summary(results: list[GraphResult], platforms: Iterable[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sources", nargs="*", default=["fixtures", "zoo", "slice"],
-                    help="fixtures, zoo (.cache/zoo or $TOSA_JAX_ZOO_DIR), slice; given "
-                         "empty: only --paths")
+    ap.add_argument("--sources", nargs="*", default=["fixtures", "zoo", "slice", "slice-1.1"],
+                    help="fixtures, zoo (.cache/zoo or $TOSA_JAX_ZOO_DIR), slice (TOSA 1.0.2's "
+                         "CI slice), slice-1.1 (1.1.0-draft's); given empty: only --paths")
     ap.add_argument("--paths", nargs="*", type=Path, default=[],
                     help="more graphs, or directories searched for *.tosa")
     ap.add_argument("--sample", type=int, default=1, metavar="K",
-                    help="only every K-th graph of the slice (default all)")
+                    help="only every K-th graph of a slice (default all)")
     ap.add_argument("--platforms", nargs="+", default=list(PLATFORMS))
     ap.add_argument("--x64", action="store_true", help="with jax_enable_x64 on")
     ap.add_argument("--jobs", type=int, default=2, help="slice generation processes")
