@@ -215,8 +215,15 @@ def test_second_call_neither_traces_nor_compiles() -> None:
 def test_auto_chunk_follows_the_largest_activation() -> None:
     """On CPU a graph with small activations runs each device's whole share as one vmap, one
     with large activations in chunks of DEFAULT_CHUNK, one with a sample's largest activation of
-    ONE_SAMPLE_BYTES or more one sample at a time; integer outputs do not depend on it."""
-    from tosa_jax.evaluate import CHUNK_CACHE_BYTES, DEFAULT_CHUNK, ONE_SAMPLE_BYTES, auto_chunk
+    ONE_SAMPLE_BYTES or more one sample at a time; on a GPU as many samples as keep a chunk's
+    largest activation within ACCEL_CHUNK_BYTES; integer outputs do not depend on it."""
+    from tosa_jax.evaluate import (
+        ACCEL_CHUNK_BYTES,
+        CHUNK_CACHE_BYTES,
+        DEFAULT_CHUNK,
+        ONE_SAMPLE_BYTES,
+        auto_chunk,
+    )
 
     def negate(shape: tuple[int, ...]) -> tosa_jax.Model:
         b = GraphBuilder()
@@ -227,7 +234,8 @@ def test_auto_chunk_follows_the_largest_activation() -> None:
     assert auto_chunk(negate((1, 1024))) == CHUNK_CACHE_BYTES // 1024
     assert auto_chunk(negate((1, ONE_SAMPLE_BYTES // 2))) == DEFAULT_CHUNK  # (INT8: a byte each)
     assert auto_chunk(negate((1, ONE_SAMPLE_BYTES))) == 1
-    assert auto_chunk(negate((1, ONE_SAMPLE_BYTES)), "gpu") == DEFAULT_CHUNK
+    assert auto_chunk(negate((1, ONE_SAMPLE_BYTES)), "gpu") == ACCEL_CHUNK_BYTES // ONE_SAMPLE_BYTES
+    assert auto_chunk(negate((1, 1024)), "gpu") == ACCEL_CHUNK_BYTES // 1024
 
     model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
     xs = _samples(model, 10, seed=8)
