@@ -8,6 +8,7 @@ scans; the whole slice is the slow test."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jax
@@ -109,8 +110,8 @@ def test_int48_inputs_and_outputs_serialize() -> None:
 def test_block_scaled_inputs_and_outputs_serialize() -> None:
     """TOSA 1.1 block-scaled values cross the function boundary as BlockScaled pairs: the
     artifact of a graph that takes and returns them serializes (tosa_jax registers the type with
-    jax.export) and, read back and run on the conformance test's own inputs, gives model()'s
-    values bit for bit (the slice judges model() against the reference model). The 1.1 slice's
+    jax.export) and, read back and run on the conformance test's own inputs, gives model.fn's
+    values bit for bit (the slice judges the model against the reference model). The 1.1 slice's
     graphs with block-scaled inputs and outputs (CONCAT, RESHAPE, ROW_GATHER)."""
     from tosa_jax.testing import conformance_sut as sut
 
@@ -125,9 +126,11 @@ def test_block_scaled_inputs_and_outputs_serialize() -> None:
         if not (any(s.block_size for s in model.inputs)
                 and any(s.block_size for s in model.outputs)):
             continue
+        desc = json.loads((test / "desc.json").read_text())
+        files = dict(zip(desc["ifm_name"], desc["ifm_file"], strict=True))
         args = []
         for spec in model.inputs:
-            file = test / f"{spec.name}.npy"
+            file = test / files[spec.name]
             value = sut._convert_input(spec.name, np.load(file), sut._tosa_dtype_name(spec),
                                        tuple(spec.shape))
             if spec.block_size:
