@@ -43,9 +43,7 @@ JOBS = int(os.environ.get("TOSA_JAX_CONFORMANCE_JOBS", "2"))
 
 
 # Profiles and extensions under test: all of them (scripts/test.sh generates both slices first,
-# with progress: output is captured while pytest collects)
-SELECTIONS = {"1.0.2": conf.CI_SELECTION, "1.1.0-draft": conf.CI_SELECTION_1_1}
-SELECTION = SELECTIONS["1.0.2"]
+# with progress: output is captured while pytest collects): conf.CI_SELECTIONS
 CACHE_ROOT = conf.CI_CACHE
 
 
@@ -55,7 +53,7 @@ def _slice_params() -> list[Any]:
         reason = "tosa-tools is not installed (pip install tosa-tools==2026.8.0)"
         return [pytest.param(None, id="tosa-tools-missing", marks=pytest.mark.skip(reason=reason))]
     params = []
-    for version, selection in SELECTIONS.items():
+    for version, selection in conf.CI_SELECTIONS.items():
         try:
             root = conf.cached_slice(CACHE_ROOT, selection, JOBS)
         except conf.ConformanceError as exc:
@@ -89,7 +87,7 @@ def slice_results(request: pytest.FixtureRequest,
     work = tmp_path_factory.mktemp("conformance")
     copies = []
     for version, rel in sorted(set(wanted)):
-        root = conf.cached_slice(CACHE_ROOT, SELECTIONS[version], JOBS)
+        root = conf.cached_slice(CACHE_ROOT, conf.CI_SELECTIONS[version], JOBS)
         # a private copy: the runner writes its result files into the test directories
         shutil.copytree(root / rel, work / "tests" / version / rel)
         copies.append(work / "tests" / version / rel)

@@ -156,8 +156,7 @@ def _slice(every: int, generate: bool = False, source: str = "slice") -> list[Pa
     if conf.tosa_tools_version() is None:
         pytest.skip("tosa-tools is not installed: no conformance slice")
     version = ge.SLICES[source]
-    selection = conf.CI_SELECTION if version == "1.0.2" else conf.CI_SELECTION_1_1
-    if not generate and conf.generated_slice(conf.CI_CACHE, selection) is None:
+    if not generate and conf.generated_slice(conf.CI_CACHE, conf.CI_SELECTIONS[version]) is None:
         pytest.skip(f"the CI conformance slice of TOSA {version} is not generated yet (bash "
                     "scripts/test.sh or python bench/conformance.py slice)")
     return ge.sample(ge.slice_tests(version=version), every)

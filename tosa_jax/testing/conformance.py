@@ -168,6 +168,7 @@ CI_SELECTION = Selection(version="1.0.2", profiles=("all",), extensions=("all",)
 # of those (2026-11-27, seed 7).
 CI_SELECTION_1_1 = Selection(version="1.1.0-draft", profiles=("all",), extensions=("all",),
                              test_type="positive", seed=CI_SEED)
+CI_SELECTIONS = {"1.0.2": CI_SELECTION, "1.1.0-draft": CI_SELECTION_1_1}  # by TOSA version
 # Every ERROR_IF test of the suite (tests/conformance/test_negative_profiles.py), kept whole.
 CI_NEGATIVES = Selection(version="1.0.2", profiles=("all",), extensions=("all",),
                          test_type="negative")

@@ -224,8 +224,7 @@ def slice_tests(jobs: int = 2, version: str = "1.0.2") -> list[Path]:
     .cache/conformance once)."""
     from tosa_jax.testing import conformance as conf
 
-    selection = conf.CI_SELECTION if version == "1.0.2" else conf.CI_SELECTION_1_1
-    root = conf.cached_slice(conf.CI_CACHE, selection, jobs)
+    root = conf.cached_slice(conf.CI_CACHE, conf.CI_SELECTIONS[version], jobs)
     return [t / "test.tosa" for t in conf.find_tests(root)]
 
 
