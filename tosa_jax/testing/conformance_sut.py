@@ -156,6 +156,24 @@ def _scale_file(path: Path) -> Path:
     return path.with_stem(f"{path.stem}_scale")
 
 
+def read_inputs(test_dir: Path, desc: dict[str, Any], model: Any) -> dict[str, Any]:
+    """A conformance test's inputs (``desc``: its desc.json) read from their .npy files, by
+    name, as ``model.run`` takes them: a block-scaled input as its (values, scales) pair, the
+    scales from <file stem>_scale.npy, as the reference model reads them."""
+    specs = {spec.name: spec for spec in model.inputs}
+    feeds: dict[str, Any] = {}
+    for name, file in zip(desc["ifm_name"], desc["ifm_file"], strict=True):
+        spec = specs.get(name)
+        feeds[name] = _convert_input(name, np.load(test_dir / file),
+                                     _tosa_dtype_name(spec) if spec else "",
+                                     tuple(spec.shape) if spec else None)
+        if spec is not None and spec.block_size:
+            scales = np.load(_scale_file(test_dir / file))
+            feeds[name] = (feeds[name], _convert_input(f"{name} scales", scales,
+                                                       spec.scale_dtype or "", spec.scale_shape))
+    return feeds
+
+
 class TosaSUTRunner(TosaTestRunner):
     """Runs ``test.tosa`` of one conformance test directory on tosa_jax."""
 
@@ -188,21 +206,7 @@ class TosaSUTRunner(TosaTestRunner):
             model = tosa_jax.load(str(test_dir / desc["tosa_file"]),
                                   level={"EIGHTK": "8K", "NONE": "none"}.get(level, "8K"),
                                   numpy_floats=BOTH_ENGINES)
-            input_types = {spec.name: _tosa_dtype_name(spec) for spec in model.inputs}
-            input_shapes = {spec.name: tuple(spec.shape) for spec in model.inputs}
-            scaled = {spec.name: spec for spec in model.inputs if spec.block_size}
-            feeds: dict[str, Any] = {}
-            for name, file in zip(desc["ifm_name"], desc["ifm_file"], strict=True):
-                array = np.load(test_dir / file)
-                feeds[name] = _convert_input(name, array, input_types.get(name, ""),
-                                             input_shapes.get(name))
-                if name in scaled:
-                    # a block-scaled input: its scales are in <file stem>_scale.npy, as the
-                    # reference model reads them
-                    scales = np.load(_scale_file(test_dir / file))
-                    feeds[name] = (feeds[name], _convert_input(
-                        f"{name} scales", scales, scaled[name].scale_dtype or "",
-                        scaled[name].scale_shape))
+            feeds = read_inputs(test_dir, desc, model)
             outputs = model.run(feeds)
             if isinstance(model._np, dict) and BOTH_ENGINES:
                 # Computed by the graph's numpy program (tosa_jax.npexec), which the verifier
