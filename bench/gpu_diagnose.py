@@ -122,13 +122,7 @@ FAILED = [line.strip() for line in Path(sys.argv[2]).read_text().splitlines() if
 
 
 def inputs_of(test_dir, model):
-    desc = json.loads((test_dir / "desc.json").read_text())
-    types = {s.name: sut._tosa_dtype_name(s) for s in model.inputs}
-    shapes = {s.name: tuple(s.shape) for s in model.inputs}
-    feeds = {}
-    for name, file in zip(desc["ifm_name"], desc["ifm_file"]):
-        feeds[name] = sut._convert_input(name, np.load(test_dir / file), types[name],
-                                         shapes[name])
+    feeds = sut.read_inputs(test_dir, json.loads((test_dir / "desc.json").read_text()), model)
     return [feeds[s.name] for s in model.inputs]
 
 
