@@ -48,7 +48,8 @@ from tosa_jax.violations import where as _where
 
 # Operators that XLA fuses into their users (elementwise and data layout). An integer result of
 # one of them used by two or more operators is computed once (numerics.fusion_boundary): XLA
-# would otherwise copy its whole producing chain into each user.
+# would otherwise copy its whole producing chain into each user. Also where the block carries
+# transposes as layouts (run_block's ``once``).
 FUSIBLE_OPS = frozenset({
     "RESCALE", "CAST", "CLAMP", "ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "SELECT", "ABS",
     "NEGATE", "INTDIV", "ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT",
@@ -326,6 +327,15 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
             site = origin if origin is not None else base | i
             state[REQUIRES_KEY] = _first_violation(state[REQUIRES_KEY], found, site)
 
+    def once(op: Operator, name: str, result: Any) -> Any:
+        """``result`` computed once where ``name`` is shared (see FUSIBLE_OPS); a value held in
+        another layout (tosa_jax.layout) is its held array so."""
+        if name not in shared or op.op not in FUSIBLE_OPS:
+            return result
+        if isinstance(result, Laid):
+            return Laid(fusion_boundary(result.phys), result.perm)
+        return fusion_boundary(result)
+
     def execute_op(i: int, op: Operator) -> None:
         nonlocal state
         where = _where(op, i, block)
@@ -344,6 +354,7 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
                 _check_result(node, laid.phys if isinstance(laid, Laid) else laid,
                               layout.phys_tensor(laid, t) if isinstance(laid, Laid) else t,
                               where)
+                laid = once(op, t.name, laid)
                 if t.name in keys:
                     state[keys[t.name]] = layout.logical(laid)
                 else:
@@ -372,8 +383,7 @@ def run_block(graph: Graph, block: Block, args: Sequence[Any],
                                       f"declares {len(node.outputs)}")
         for t, value_ in zip(node.outputs, results, strict=False):
             _check_result(node, value_, t, where)
-            if t.name in shared and op.op in FUSIBLE_OPS:
-                value_ = fusion_boundary(value_)
+            value_ = once(op, t.name, value_)
             if t.name in keys:
                 state[keys[t.name]] = value_  # a write to a variable
             else:
