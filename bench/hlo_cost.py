@@ -60,19 +60,9 @@ from typing import Any
 
 import numpy as np
 
+from tosa_jax.testing import sample_inputs
+
 _METADATA = re.compile(r'op_name="([^"]*)"')
-
-
-def _inputs(model: Any, path: str) -> list[np.ndarray]:
-    """The graph's saved sample input (``<graph>.input.npy`` beside it) where it matches,
-    else zeros."""
-    xs = [np.zeros(s.shape, s.np_dtype) for s in model.inputs]
-    sample = Path(path).with_suffix(".input.npy")
-    if len(xs) == 1 and sample.exists():
-        a = np.load(sample)
-        if a.shape == xs[0].shape and a.dtype == xs[0].dtype:
-            xs[0] = a
-    return xs
 
 
 def count_eqns(jaxpr: Any, per_op: Counter | None = None) -> int:
@@ -136,7 +126,7 @@ def worker_compile(path: str, attribute: bool, save_exe: str | None) -> dict:
 
     jax.jit(lambda v: v + 1).lower(np.int32(1)).compile()  # JAX's one-time set-up
     model = tosa_jax.load(path, cache=False)
-    x = [jax.device_put(a) for a in _inputs(model, path)]
+    x = [jax.device_put(a) for a in sample_inputs(model, path)]
     jax.block_until_ready(x)
     f = jax.jit(model.fn)
     c0, t0 = time.process_time(), time.perf_counter()
@@ -198,7 +188,7 @@ def worker_first(path: str, cache_dir: str) -> dict:
 
     c0, t0 = time.process_time(), time.perf_counter()
     model = tosa_jax.load(path, cache=cache_dir)
-    jax.block_until_ready(model(*_inputs(model, path)))
+    jax.block_until_ready(model(*sample_inputs(model, path)))
     c1, t1 = time.process_time(), time.perf_counter()
     return {"import_ms": (t0 - t_start) * 1e3, "first_ms": (t1 - t0) * 1e3,
             "first_cpu_ms": (c1 - c0) * 1e3, "source": model.compile_source}

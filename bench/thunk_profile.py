@@ -4,14 +4,15 @@ calls, with each loop fusion's size in HLO instructions.
 
     python bench/thunk_profile.py .cache/zoo/unet_int8.tosa [--calls 50] [--top 25]
 
-Inputs: ``<graph>.input.npy`` beside the graph, else seeded random data. XLA CPU records a trace
-event per thunk when ``--xla_cpu_enable_xprof_traceme`` is set before its backend starts (this
-script sets it); ``jax.profiler`` collects them and ``jax.profiler.ProfileData`` reads them back,
-no TensorBoard needed. A fusion far slower per element than its neighbours, or far larger, is
-where to look (2026-11-27: unet_int8's group norms held each group's statistics chain, about 100
-operations, recomputed for every element: ``tosa_jax.executor``'s shared values). Kernels that
-run on other threads overlap: their times add up to more than the call's; the tracing itself adds
-a little to each kernel (compare kernels with each other, not with the benchmark's figures).
+Inputs: ``<graph>.input.npy`` beside the graph, else zeros (``tosa_jax.testing.sample_inputs``).
+XLA CPU records a trace event per thunk when ``--xla_cpu_enable_xprof_traceme`` is set before
+its backend starts (this script sets it); ``jax.profiler`` collects them and
+``jax.profiler.ProfileData`` reads them back, no TensorBoard needed. A fusion far slower per
+element than its neighbours, or far larger, is where to look (2026-11-27: unet_int8's group
+norms held each group's statistics chain, about 100 operations, recomputed for every element:
+``tosa_jax.executor``'s shared values). Kernels that run on other threads overlap: their times
+add up to more than the call's; the tracing itself adds a little to each kernel (compare
+kernels with each other, not with the benchmark's figures).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import jax  # noqa: E402  (after XLA_FLAGS: read when the backend starts)
 import numpy as np  # noqa: E402
 
 import tosa_jax  # noqa: E402
+from tosa_jax.testing import sample_inputs  # noqa: E402
 
 
 def fusion_sizes(hlo: str) -> dict[str, int]:
@@ -49,10 +51,7 @@ def main() -> int:
     args = parser.parse_args()
 
     model = tosa_jax.load(args.graph, cache=False)
-    path = args.graph.removesuffix(".tosa") + ".input.npy"
-    rng = np.random.default_rng(0)
-    inputs = ([np.load(path)] if os.path.exists(path) and len(model.inputs) == 1 else
-              [rng.integers(-100, 100, s.shape).astype(s.np_dtype) for s in model.inputs])
+    inputs = sample_inputs(model, args.graph)
     print(f"compiling {args.graph} ...", file=sys.stderr, flush=True)
     model.compile(*inputs)
     slot = next(iter(model._executables.values()))

@@ -37,6 +37,20 @@ FIXTURES = REPO / "tests" / "fixtures"  # graphs and inputs the tests and benchm
 CACHE = REPO / ".cache"  # generated suites, exported zoo networks (git-ignored)
 
 
+def sample_inputs(model: Any, graph: str | Path) -> list[Any]:
+    """Inputs for one call of ``model``: the graph's saved sample (``<graph>.input.npy`` beside
+    it) where it has one input of that shape and type, else zeros."""
+    import numpy as np
+
+    xs = [np.zeros(s.shape, s.np_dtype) for s in model.inputs]
+    sample = Path(graph).with_suffix(".input.npy")
+    if len(xs) == 1 and sample.exists():
+        a = np.load(sample)
+        if a.shape == xs[0].shape and a.dtype == xs[0].dtype:
+            xs[0] = a
+    return xs
+
+
 def find_tests(*roots: str | Path, negative: bool | None = None) -> list[Path]:
     """Conformance test directories (those holding a desc.json) under ``roots``, sorted.
 
