@@ -307,15 +307,18 @@ def within_bound(f, *args, terms: int) -> None:
 
 def test_float_ieee_operations_are_xla_bits():
     a, b = floats(300), floats(300)[::-1].copy()
-    same_bits_as_xla(lambda u, v: (u + v, u - v, u * v, u / v, -u, jnp.abs(u), u < v, u == v,
+    # u ** -3 is 1 / u ** 3: where u ** 3 is subnormal, XLA's CPU code flushes it (an infinite
+    # result) and numpy keeps it (the difference the module documents); such u are left out
+    c = np.where(np.abs(a.astype(np.float64)) ** 3 < np.finfo(np.float32).tiny, np.float32(2), a)
+    same_bits_as_xla(lambda u, v, w: (u + v, u - v, u * v, u / v, -u, jnp.abs(u), u < v, u == v,
                                    u != v, u >= v, lax.rem(u, v), jnp.where(u > v, u, v),
                                    lax.sqrt(jnp.abs(u)), jnp.floor(u), jnp.ceil(u),
                                    lax.round(u, lax.RoundingMethod.AWAY_FROM_ZERO),
                                    lax.round(u, lax.RoundingMethod.TO_NEAREST_EVEN),
                                    jnp.isfinite(u), lax.nextafter(u, v), u * u * u,
-                                   lax.integer_pow(u, 5), lax.integer_pow(u, -3),
+                                   lax.integer_pow(u, 5), lax.integer_pow(w, -3),
                                    lax.clamp(np.float32(-1), u, np.float32(1)),
-                                   jnp.sign(u), lax.max(u, v), lax.min(u, v)), a, b)
+                                   jnp.sign(u), lax.max(u, v), lax.min(u, v)), a, b, c)
 
 
 def test_float_conversions_are_xla_bits():
