@@ -24,6 +24,7 @@ from tosa_jax.lowering.numerics import (
     apply_min_s,
     as_i32,
     as_wide,
+    gather_indices,
     is_host,
     lax_binary,
     lookup_slope_overflows,
@@ -291,7 +292,8 @@ def table(node: Node, input1: Any, table: Any) -> Any:
     in_t = node.inputs[0].dtype
     if in_t == "INT8":
         # result = table[value + 128]: a 256-entry gather (lax: jnp.take costs ~1 ms to trace)
-        index = lax.expand_dims(lx(lax.add, as_i32(input1), 128), (jnp.ndim(input1),))
+        index = gather_indices(lx(lax.add, as_i32(input1), 128))
+        index = lax.expand_dims(index, (jnp.ndim(input1),))
         dims = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,),
                                           start_index_map=(0,))
         return lax.gather(jnp.asarray(values, jnp.int8), index, dims, (1,),

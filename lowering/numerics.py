@@ -91,6 +91,32 @@ def fusion_boundary(x: Array) -> Array:
     return lax.reduce(pair, np.array(0, x.dtype), lax.bitwise_or, (x.ndim,))
 
 
+# From this many elements a table lookup's indices are computed in a kernel of their own on the
+# CPU (below it the extra kernel's fixed cost, a few microseconds, outweighs the gain).
+OWN_KERNEL_ELEMENTS = 4096
+
+
+def gather_indices(x: Array) -> Array:
+    """``x``, the indices of a table lookup, unchanged, computed on the CPU in a kernel of their
+    own rather than inside the gather's.
+
+    XLA CPU (jax 0.10.2) runs a loop fusion that holds a gather element by element, and fuses
+    the indices' producers into it: a RESCALE or a whole group norm (100-180 int32 operations
+    an element) then runs unvectorized (unet_int8's group norm + SiLU TABLE + pad: 0.8 ms for
+    98,304 elements). A reduce_window is not loop-fusible on XLA CPU, so its producers form a
+    vectorized loop of their own; OR with 0 over a window of one element is ``x`` itself and,
+    unlike a max or a sum, XLA does not simplify it away. (``fusion_boundary``'s reduction does
+    not split here: with one user it is fused into it.) Off the CPU, gathers fuse well: ``x``
+    as it is; so are constants and arrays of fewer than OWN_KERNEL_ELEMENTS."""
+    if not (isinstance(x, jax.core.Tracer) and x.size >= OWN_KERNEL_ELEMENTS
+            and np.dtype(x.dtype).kind in "iu"):
+        return x
+    ones = (1,) * x.ndim
+    return on_cpu_else(lambda v: lax.reduce_window(v, np.array(0, v.dtype), lax.bitwise_or,
+                                                   ones, ones, "VALID"),
+                       lambda v: v, x)
+
+
 def is_host(*xs: Any) -> bool:
     """True when no argument is traced: each is known now (numpy, Python, a concrete array).
 
@@ -1092,6 +1118,7 @@ def apply_lookup_s(table: Array, value: Array) -> Array:
     clipped = as_i32(value)
     if np.dtype(getattr(value, "dtype", np.int32)) != np.int16:  # an int16 is in range
         clipped = apply_clip(clipped, -32768, 32767)
+    clipped = gather_indices(clipped)  # (index and fraction both come from it)
     index = lx(lax.shift_right_arithmetic, lx(lax.add, clipped, 32768), 7)  # the top 9 bits
     fraction = lx(lax.bitwise_and, clipped, 0x7F)  # the low 7 bits
     index = lax.expand_dims(index, (index.ndim,))
