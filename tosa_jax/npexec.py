@@ -863,6 +863,15 @@ def _reduce_window_general(p: dict[str, Any], *vals: np.ndarray) -> Any:
     n = len(vals) // 2
     operands, inits = vals[:n], vals[n:]
     rank = np.ndim(operands[0])
+    if (all(w == 1 for w in (*p["window"], *p["strides"], *p["dilation"]))
+            and not any(lo or hi for lo, hi in p["padding"])):
+        # one element a window (numerics.gather_indices' kernel split): one fold of each
+        # element into the initial values, on the arrays as they are
+        acc = _run(p["reducer"], [*(np.broadcast_to(np.asarray(i), np.shape(x))
+                                    for i, x in zip(inits, operands, strict=True)),
+                                  *(np.asarray(x) for x in operands)])
+        acc = [np.asarray(a, np.asarray(i).dtype) for a, i in zip(acc, inits, strict=True)]
+        return acc if n > 1 else acc[0]
     flat = []
     for x, init in zip(operands, inits, strict=True):
         x = _pad({"padding_config": [(lo, hi, 0) for lo, hi in p["padding"]]}, np.asarray(x),

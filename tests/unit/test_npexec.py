@@ -128,6 +128,15 @@ def test_windows_and_reductions():
                            lax.reduce_window(v, np.iinfo(np.int32).min, lax.max, (1, 2, 3, 1),
                                              (1, 1, 2, 1), ((0, 0), (0, 1), (1, 1), (0, 0)))),
                 x)
+    # reducers of their own: a window of one element (numerics.gather_indices; its own path in
+    # npexec) and a wider one, the initial value folded in (5: not OR's identity)
+    ones = (1, 1, 1, 1)
+    same_as_xla(lambda v: (lax.reduce_window(v, np.int32(5), lax.bitwise_or, ones, ones, "VALID"),
+                           lax.reduce_window(v, np.int32(5), lax.bitwise_or, (1, 2, 2, 1),
+                                             (1, 1, 2, 1), "VALID"),
+                           *lax.reduce_window((v, -v), (np.int32(0), np.int32(1)),
+                                              lambda a, b: (a[0] ^ b[0], a[1] * b[1]), ones,
+                                              ones, "VALID")), x)
     same_as_xla(lambda v: (v.sum(1), v.max((0, 2)), v.min(3), jnp.argmax(v, 1),
                            jnp.argmin(v, 2).astype(jnp.int32), (v > 0).all(1), (v > 0).any(2),
                            jnp.bitwise_and.reduce(v, 1)), x)
