@@ -140,13 +140,25 @@ def test_an_executable_given_again_by_jax(monkeypatch: pytest.MonkeyPatch) -> No
     assert _serialize(forgotten) is None and hostexec.entry_of(forgotten) is None
 
 
+def _affinity(tid: int) -> set[int] | None:
+    try:
+        return os.sched_getaffinity(tid)
+    except OSError:  # (a thread that has ended)
+        return None
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux")
 def test_the_callers_cpus_are_left_alone() -> None:
     """The second client is made with its creating thread held to one CPU; the thread gets its
-    CPUs back, and JAX's client keeps all of them."""
+    CPUs back, so do the threads the client started (the compiler's parallel work runs on
+    them), and JAX's client keeps all of them."""
     before = os.sched_getaffinity(0)
     seqcompile._client()
     assert os.sched_getaffinity(0) == before
+    if len(before) > 1:
+        held = [tid for tid in seqcompile._threads()
+                if _affinity(tid) == {min(before)}]
+        assert seqcompile._threads() and not held
     x = _input("cnn_fp32")
     model = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
     model.compile(x)
