@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import pickle
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -166,6 +165,8 @@ class CompileCache:
             if len(data) > self.max_bytes:
                 return
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            import tempfile  # (here: its import takes milliseconds a load from the cache skips)
+
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
             try:
                 with os.fdopen(fd, "wb") as f:

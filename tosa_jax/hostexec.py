@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tosa_jax import reroll, seqcompile
+from tosa_jax import seqcompile
 from tosa_jax.cache import CompileCache, code_digest
 
 # The numpy types of the executable's parameters and results that this path carries: those of
@@ -98,9 +98,11 @@ def host_key(graph_digest: str, args: list[tuple[tuple[int, ...], str]]) -> dict
 def program_options() -> dict[str, str]:
     """The settings that change the program a graph is lowered to, part of both cache keys
     (this one and ``Model``'s): lowering.numerics' GPU forms (its GPU_FORMS_ENV; not imported
-    here, it imports JAX), tosa_jax.reroll's rolled loops and tosa_jax.seqcompile's switch."""
+    here, it imports JAX), tosa_jax.reroll's rolled loops (its ENV; not imported here either: a
+    load from the cache would import the graph IR's analyses with it) and tosa_jax.seqcompile's
+    switch. (tests/unit/test_hostexec.py checks the names.)"""
     return {"gpu_forms": os.environ.get("TOSA_JAX_GPU_FORMS", ""),
-            "roll": os.environ.get(reroll.ENV, ""),
+            "roll": os.environ.get("TOSA_JAX_ROLL", ""),
             "sequential": os.environ.get(seqcompile.ENV, "")}
 
 

@@ -9,7 +9,6 @@ type FP8UE8M0 and MXINT8 (the int8 code of the value code / 64).
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -356,6 +355,8 @@ class GraphBuilder:
         from tosa_jax.serialization import OP_VALUES  # the schema's operators: what can be written
 
         if op not in OP_VALUES:
+            import difflib  # (here: only an unknown name needs it)
+
             close = difflib.get_close_matches(op, list(OP_VALUES), n=3)
             raise TosaValidationError(f"GraphBuilder.op: {op!r} is not a TOSA operator"
                                       + (f" (did you mean {', '.join(close)}?)" if close else ""))

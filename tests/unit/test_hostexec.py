@@ -30,7 +30,11 @@ m = tosa_jax.load(path)
 outs = m.run({s.name: x for s, x in zip(m.inputs, xs)})
 source, jax_after_run = m.compile_source, "jax" in sys.modules
 rm_outs, status = rm.run(open(path, "rb").read(), xs)
+# what a load from the cache leaves unimported (its import time is part of a first result)
+unused = [n for n in ("tosa_jax.serialization", "tosa_jax.executor", "tosa_jax.reroll",
+                      "tosa_jax.ranges", "tempfile", "difflib") if n in sys.modules]
 print(json.dumps({"source": source, "jax": jax_after_run, "jax_rm": "jax" in sys.modules,
+                  "unused": unused,
                   "status": status.name, "outs": [o.tolist() for o in outs.values()],
                   "rm": [o.tolist() for o in rm_outs]}))
 """
@@ -87,6 +91,7 @@ def test_second_process_runs_without_jax(name: str, tmp_path: Path, reference) -
     second = runs[1]
     # the second process never imports JAX, for either entry point
     assert second["source"] == "cache" and not second["jax"] and not second["jax_rm"]
+    assert second["unused"] == []
     assert second["status"].endswith("TOSA_VALID")
     arrays = [np.load(x) for x in xs]
     want = reference(path, {s.name: x for s, x in zip(probe.inputs, arrays)},
@@ -375,6 +380,14 @@ def test_key_names_what_decides_the_executable(monkeypatch: pytest.MonkeyPatch) 
     assert key != hostexec.host_key("h", args)
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
     assert key != hostexec.host_key("g", args)
+    # the switches of the lowering, named where they are read (hostexec spells them out)
+    from tosa_jax import reroll, seqcompile
+    from tosa_jax.lowering.numerics import GPU_FORMS_ENV
+
+    for env in (reroll.ENV, seqcompile.ENV, GPU_FORMS_ENV):
+        before = hostexec.host_key("g", args)
+        monkeypatch.setenv(env, "0")
+        assert hostexec.host_key("g", args) != before, env
     assert key["machine"] == hostexec.machine_id() and len(key["runtime"]) == 24
 
 
