@@ -390,6 +390,10 @@ def lax_const(c: Any, like: Array) -> Array:
 def lx(f: Any, a: Array, b: Any) -> Array:
     """The lax binary operation ``f(a, b)`` of a traced ``a`` and a host constant (or traced
     value, or scalar) ``b``, numpy's broadcasting applied."""
+    if not isinstance(b, jax.Array):
+        b = np.asarray(b)
+        if b.ndim == 0:  # the common case, kept short: tracing pays this per operation
+            return f(a, b.astype(a.dtype))
     shape = np.broadcast_shapes(np.shape(a), np.shape(b))
     if isinstance(b, jax.Array):  # traced (a rolled loop's per-step scale): broadcast both
         return f(*(x if np.shape(x) == shape else jnp.broadcast_to(x, shape) for x in (a, b)))
