@@ -20,7 +20,7 @@ import numpy as np
 
 from tosa_jax.ir import BlockScaled
 from tosa_jax.lowering import Node, constant, lowering
-from tosa_jax.lowering.numerics import Wide
+from tosa_jax.lowering.numerics import Wide, stops_reshapes
 
 
 def _is_host(value: Any) -> bool:
@@ -78,6 +78,7 @@ def pad(node: Node, input1: Any, padding: Any, pad_const: Any) -> Any:
 
 
 @lowering("RESHAPE")
+@stops_reshapes
 def reshape(node: Node, input1: Any, shape: Any) -> Any:
     """Same elements in the same (row-major) order under a new shape."""
     out_shape = node.out.shape  # equal to the shape input (ERROR_IF: profiles/)

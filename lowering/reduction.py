@@ -23,6 +23,7 @@ from tosa_jax.lowering.numerics import (
     require,
     requiring,
     sequential_sum,
+    stops_reshapes,
     wide_partial_sum_overflows,
     wide_reduce_extreme,
     wide_reduce_sum,
@@ -30,12 +31,14 @@ from tosa_jax.lowering.numerics import (
 
 
 @lowering("REDUCE_ALL")
+@stops_reshapes
 def reduce_all(node: Node, input: Any, *, axis: int) -> Any:
     """acc = true; acc = acc && value over the axis."""
     return jnp.all(jnp.asarray(input), axis=axis, keepdims=True)
 
 
 @lowering("REDUCE_ANY")
+@stops_reshapes
 def reduce_any(node: Node, input: Any, *, axis: int) -> Any:
     """acc = false; acc = acc || value over the axis."""
     return jnp.any(jnp.asarray(input), axis=axis, keepdims=True)
@@ -73,18 +76,21 @@ def _reduce_extreme(node: Node, input: Any, axis: int, nan_mode: str, largest: b
 
 
 @lowering("REDUCE_MAX")
+@stops_reshapes
 def reduce_max(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_max_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
     return _reduce_extreme(node, input, axis, nan_mode, largest=True)
 
 
 @lowering("REDUCE_MIN")
+@stops_reshapes
 def reduce_min(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """acc = apply_min_s(acc, value); floats: NaN propagates, or is ignored (IGNORE)."""
     return _reduce_extreme(node, input, axis, nan_mode, largest=False)
 
 
 @lowering("REDUCE_PRODUCT")
+@stops_reshapes
 def reduce_product(node: Node, input: Any, *, axis: int) -> Any:
     """acc = 1.0; acc = acc * value (floating point only), FP16 and BF16 in FP32 and rounded
     once: partial products rounded in FP16 lose more than the spec's error bound allows once
@@ -99,6 +105,7 @@ _SUM_ACC = {"INT32": jnp.int32, "BF16": jnp.float32, "FP16": jnp.float16, "FP32"
 
 
 @lowering("REDUCE_SUM")
+@stops_reshapes
 def reduce_sum(node: Node, input: Any, *, axis: int) -> Any:
     """acc_t acc = 0; acc += value; output = static_cast<in_out_t>(acc)."""
     if node.out.dtype == "INT64":  # wraps modulo 2^64 where the REQUIRE fails

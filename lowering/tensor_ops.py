@@ -51,6 +51,8 @@ from tosa_jax.lowering.numerics import (
     on_cpu_else,
     reciprocal_scale,
     saturate_cast,
+    stop_reshapes,
+    stops_reshapes,
     wide,
     wide_add,
     wide_from_numpy,
@@ -572,6 +574,7 @@ def _get_weight(node: Node, w: Any) -> Any:
 
 
 @lowering("ARGMAX")
+@stops_reshapes
 def argmax(node: Node, input: Any, *, axis: int, nan_mode: str = "PROPAGATE") -> Any:
     """Index of the first maximum along ``axis``; TOSA 1.1 may ask for an INT64 index."""
     index = _argmax32(node, input, axis=axis, nan_mode=nan_mode)
@@ -638,7 +641,8 @@ def avg_pool2d(node: Node, input: Any, input_zp: Any, output_zp: Any, *, kernel:
     if in_out_t in FLOAT_TYPES:
         acc = DEVICE_DTYPES[acc_type]
         x = jnp.asarray(input).astype(acc)
-        total = lax.reduce_window(x, jnp.zeros((), acc), lax.add, window, strides, padding)
+        total = stop_reshapes(lax.reduce_window(x, jnp.zeros((), acc), lax.add, window,
+                                                strides, padding))
         return (total / count.astype(acc)).astype(DEVICE_DTYPES[in_out_t])
 
     if acc_type != "INT32":
@@ -646,7 +650,8 @@ def avg_pool2d(node: Node, input: Any, input_zp: Any, output_zp: Any, *, kernel:
     # acc = sum of (value - input_zp) over the valid positions: padding adds nothing (init 0).
     value = as_i32(input)  # zero points: ints, or traced int32 scalars (EXT-DYNAMIC)
     value = value if isinstance(zp, int) and zp == 0 else lx(lax.sub, value, zp)
-    acc = lax.reduce_window(value, np.int32(0), lax.add, window, strides, padding)
+    # (the sums behind stop_reshapes: a global pooling's is a reduce and a reshape to XLA)
+    acc = stop_reshapes(lax.reduce_window(value, np.int32(0), lax.add, window, strides, padding))
     multiplier, shift = reciprocal_scale(count)
     acc = apply_scale_32(acc, multiplier, shift, False)
     if not (isinstance(out_zp, int) and out_zp == 0):  # |scaled average| <= 2**16: no overflow
@@ -679,6 +684,7 @@ def max_pool2d_adaptive(node: Node, input: Any, kernel: Any, stride: Any, pad: A
 
 
 @lowering("MAX_POOL2D")
+@stops_reshapes
 def max_pool2d(node: Node, input: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
                pad: tuple[int, ...], nan_mode: str = "PROPAGATE") -> Any:
     _pool_geometry(node, kernel, stride, pad)
@@ -708,6 +714,7 @@ def max_pool2d(node: Node, input: Any, *, kernel: tuple[int, ...], stride: tuple
 
 
 @lowering("CONV2D")
+@stops_reshapes
 def conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any, weight_zp: Any, *,
            pad: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
            acc_type: str, local_bound: bool = False) -> Any:
@@ -723,6 +730,7 @@ def conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any, weight
 
 
 @lowering("CONV3D")
+@stops_reshapes
 def conv3d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any, weight_zp: Any, *,
            pad: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
            acc_type: str, local_bound: bool = False) -> Any:
@@ -739,6 +747,7 @@ def conv3d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any, weight
 
 
 @lowering("DEPTHWISE_CONV2D")
+@stops_reshapes
 def depthwise_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any,
                      weight_zp: Any, *, pad: tuple[int, ...], stride: tuple[int, ...],
                      dilation: tuple[int, ...], acc_type: str, local_bound: bool = False) -> Any:
@@ -761,6 +770,7 @@ def depthwise_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: A
 
 
 @lowering("TRANSPOSE_CONV2D")
+@stops_reshapes
 def transpose_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: Any,
                      weight_zp: Any, *, out_pad: tuple[int, ...], stride: tuple[int, ...],
                      acc_type: str, local_bound: bool = False) -> Any:
@@ -862,6 +872,7 @@ def matmul_t(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: 
 
 
 @lowering("MATMUL")
+@stops_reshapes
 def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N803
     # The spec's v1.0.2 pseudocode inverts the zero-point test by a typo (fixed later in the
     # specification): zero points are allowed for i8_t only.

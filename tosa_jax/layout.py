@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tosa_jax.ir import WIDE_TYPES, Tensor, trace_constants
+from tosa_jax.lowering.numerics import stop_reshapes
 
 # False: every TRANSPOSE applied where it stands (for comparisons; set before tracing).
 ENABLED = True
@@ -76,7 +77,7 @@ def _laid(phys: Any, perm: tuple[int, ...]) -> Any:
     permutation that moves only axes of size 1 (then a reshape)."""
     shape = tuple(phys.shape[p] for p in perm)
     if _trivial(perm, shape):
-        return phys if tuple(phys.shape) == shape else jnp.reshape(phys, shape)
+        return phys if tuple(phys.shape) == shape else stop_reshapes(jnp.reshape(phys, shape))
     return Laid(phys, perm)
 
 
@@ -317,7 +318,7 @@ def step(op: Any, node: Any, args: list[Any], lower: Any, lazy: bool) -> Any:
         reshape = _reshape(node.inputs[0].shape, out.shape, x.perm)
         if reshape is None:
             return None
-        return _laid(jnp.reshape(x.phys, reshape[0]), reshape[1])
+        return _laid(stop_reshapes(jnp.reshape(x.phys, reshape[0])), reshape[1])
     if name == "RESCALE" and op.attrs.get("per_channel"):
         return None  # its multipliers and shifts run along the last axis
     data = _data_inputs(node)
