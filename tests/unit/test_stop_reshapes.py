@@ -17,12 +17,12 @@ from pathlib import Path
 
 import jax
 import numpy as np
-import pytest
 
 import tosa_jax
 from tosa_jax.ir import GraphBuilder
 from tosa_jax.lowering.numerics import lowering_for
-from tosa_jax.testing.reference import check_exact
+from tosa_jax.testing import traced_primitives
+from tosa_jax.testing.reference import check_exact_engines
 
 SHAPE = (1, 8, 64, 16)
 STATS = (1, 8, 1, 16)
@@ -50,22 +50,16 @@ def stats_graph() -> tuple[GraphBuilder, list[str]]:
     return b, [_rescale(b, centred, SHAPE, "INT32", "INT8", 1 << 30, 32)]
 
 
-def test_values_match_reference(reference, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_values_match_reference(reference) -> None:
     b, outs = stats_graph()
     x = np.random.default_rng(3).integers(-128, 128, SHAPE).astype(np.int8)
     x.reshape(-1)[:2] = [-128, 127]
-    check_exact(reference, b, outs, {"x": x})  # a first call: the numpy program
-    monkeypatch.setenv("TOSA_JAX_NPEXEC", "0")
-    want = check_exact(reference, b, outs, {"x": x})  # XLA's quick tier
-    model = tosa_jax.load(b.build(outs), cache=False).compile(x)  # and the optimized one
-    np.testing.assert_array_equal(model.run({"x": x})[outs[0]], want[outs[0]])
+    # the numpy program, XLA's quick tier and the optimized executable
+    check_exact_engines(reference, b, outs, {"x": x})
 
 
 def _primitives(graph: tosa_jax.Graph, platform: str) -> list[str]:
-    model = tosa_jax.load(graph, cache=False)
-    with lowering_for(platform):
-        jaxpr = jax.make_jaxpr(model.fn)(np.zeros(SHAPE, np.int8))
-    return [e.primitive.name for e in jaxpr.jaxpr.eqns]
+    return traced_primitives(graph, platform, np.zeros(SHAPE, np.int8))
 
 
 def test_barrier_on_the_cpu_only_and_gone_from_xlas_program() -> None:

@@ -51,6 +51,20 @@ def sample_inputs(model: Any, graph: str | Path) -> list[Any]:
     return xs
 
 
+def traced_primitives(graph: Any, platform: str, *args: Any) -> list[str]:
+    """The primitives of ``graph``'s function traced for ``platform`` on ``args``, in order
+    (top level): which form of a platform-dependent lowering a program holds."""
+    import jax
+
+    import tosa_jax
+    from tosa_jax.lowering.numerics import lowering_for
+
+    model = tosa_jax.load(graph, cache=False)
+    with lowering_for(platform):
+        jaxpr = jax.make_jaxpr(model.fn)(*args)
+    return [e.primitive.name for e in jaxpr.jaxpr.eqns]
+
+
 def find_tests(*roots: str | Path, negative: bool | None = None) -> list[Path]:
     """Conformance test directories (those holding a desc.json) under ``roots``, sorted.
 

@@ -184,3 +184,29 @@ def check_exact(reference: Any, b: Any, outputs: list[str] | None = None,
             assert got[name].dtype == ref[name].dtype, (name, x64)
             np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} x64={x64}")
     return ref
+
+
+def check_exact_engines(reference: Any, b: Any, outputs: list[str] | None = None,
+                        inputs: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """``check_exact`` on each engine a call of an integer graph can take: its numpy program
+    (a first call, tosa_jax.npexec), XLA's quick tier (a first call without numpy programs,
+    ``TOSA_JAX_NPEXEC=0`` for that moment) and the optimized executable (``Model.compile``).
+    Returns the reference outputs."""
+    graph = b if isinstance(b, tosa_jax.Graph) else b.build(outputs)
+    inputs = inputs or {}
+    check_exact(reference, graph, None, inputs)
+    before = os.environ.get("TOSA_JAX_NPEXEC")
+    os.environ["TOSA_JAX_NPEXEC"] = "0"
+    try:
+        want = check_exact(reference, graph, None, inputs)
+        model = tosa_jax.load(graph, cache=False)
+        model.compile(*(inputs[s.name] for s in model.inputs))
+        got = model.run(inputs)
+    finally:
+        if before is None:
+            del os.environ["TOSA_JAX_NPEXEC"]
+        else:
+            os.environ["TOSA_JAX_NPEXEC"] = before
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=f"{name} (optimized)")
+    return want
