@@ -70,6 +70,13 @@ def no_fold(x: Array) -> Array:
     return lax.optimization_barrier(jnp.asarray(x)) if isinstance(x, np.ndarray) else x
 
 
+def _traced_ints(x: Any, size: int = 0) -> bool:
+    """``x`` is a traced integer array of at least ``size`` elements: what the program-shaping
+    helpers below act on (constants and floats pass through them as they are)."""
+    return (isinstance(x, jax.core.Tracer) and x.size >= size
+            and np.dtype(x.dtype).kind in "iu")
+
+
 def fusion_boundary(x: Array) -> Array:
     """``x`` unchanged, computed once: XLA will not copy the operations that produce it into
     each of its users.
@@ -85,8 +92,7 @@ def fusion_boundary(x: Array) -> Array:
     its producer and builds a kernel pipeline on its first run (bert_tiny_int8, ten of them:
     batch 1 2.3-2.7 -> 1.7-1.9 ms, p10 of 300 calls; first call 18-20 -> 13-14 ms). Integer
     arrays of more than one element; others are returned as they are."""
-    if not (isinstance(x, jax.core.Tracer) and x.size > 1
-            and np.dtype(x.dtype).kind in "iu"):
+    if not _traced_ints(x, 2):
         return x
     pair = lax.broadcast_in_dim(x, (*x.shape, 2), tuple(range(x.ndim)))
     return lax.reduce(pair, np.array(0, x.dtype), lax.bitwise_or, (x.ndim,))
@@ -108,7 +114,7 @@ def stop_reshapes(x: Array) -> Array:
     graphs within 1%). Integer arrays only: a float graph's chains are short, its pipeline
     settles in a few runs, and its program stays as XLA makes it. Off the CPU ``x`` as it is;
     so are constants."""
-    if not (isinstance(x, jax.core.Tracer) and np.dtype(x.dtype).kind in "iu"):
+    if not _traced_ints(x):
         return x
     return on_cpu_else(lax.optimization_barrier, lambda v: v, x)
 
@@ -143,8 +149,7 @@ def gather_indices(x: Array) -> Array:
     unlike a max or a sum, XLA does not simplify it away. (``fusion_boundary``'s reduction does
     not split here: with one user it is fused into it.) Off the CPU, gathers fuse well: ``x``
     as it is; so are constants and arrays of fewer than OWN_KERNEL_ELEMENTS."""
-    if not (isinstance(x, jax.core.Tracer) and x.size >= OWN_KERNEL_ELEMENTS
-            and np.dtype(x.dtype).kind in "iu"):
+    if not _traced_ints(x, OWN_KERNEL_ELEMENTS):
         return x
     ones = (1,) * x.ndim
     return on_cpu_else(lambda v: lax.reduce_window(v, np.array(0, v.dtype), lax.bitwise_or,
