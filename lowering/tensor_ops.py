@@ -149,6 +149,14 @@ def _pad_input(x: Any, value: int | float, g: _ConvGeometry) -> Any:
 # space-to-depth blocks, tried for the strided ones, was no faster.
 _IM2COL_MAX_CHANNELS = 4
 _IM2COL_MIN_POSITIONS = 256
+# But the patches are a copy of the input taps times over, written a few channels at a time,
+# and for a float convolution with many taps that copy costs more than XLA's own convolution
+# (Eigen's, which packs its operands itself): ResNet's FP32 7x7/2 stem, 1.8 M patch elements a
+# sample, 2.3-2.4 ms a call on im2col (1.5 of them the patches) against 1.4 ms direct; the whole
+# resnet_fp32 8.2 -> 7.1 ms at batch 1 (Xeon, AVX-512, 2026-11-28). The 3x3 stems (MobileNetV2's
+# 0.34 M elements, cnn_fp32's) are as fast or faster on im2col. Integer ones keep it at any size:
+# Eigen's integer convolutions are far slower (above). Counted a sample: both costs scale with N.
+_IM2COL_MAX_FLOAT_PATCHES = 1 << 20
 
 
 def _np_or_jnp(w: Any) -> Any:
@@ -259,7 +267,10 @@ def _cpu_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
     if (g.groups == 1 and all(d == 1 for d in g.lhs_dilation)
             and 1 < math.prod(w.shape[:g.rank]) <= _TAPS_MAX
             and w.shape[g.rank] <= _IM2COL_MAX_CHANNELS
-            and math.prod(g.out_spatial) >= _IM2COL_MIN_POSITIONS):
+            and math.prod(g.out_spatial) >= _IM2COL_MIN_POSITIONS
+            and (jnp.issubdtype(acc, jnp.integer)
+                 or math.prod(g.out_spatial) * math.prod(w.shape[:g.rank + 1])
+                 <= _IM2COL_MAX_FLOAT_PATCHES)):
         return _im2col_conv(x, w, g, acc, precision)
     return lax.conv_general_dilated(
         x, w, window_strides=g.strides, padding=[(0, 0)] * g.rank, rhs_dilation=g.dilation,

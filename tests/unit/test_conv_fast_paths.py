@@ -2,7 +2,8 @@
 channels over an output of 256 positions or more as one matrix product over patches (im2col),
 one-tap kernels (1x1, any stride and padding) as one matrix product over the input's channels,
 and DEPTHWISE_CONV2D as a sum over its kernel taps, with zero points, padding, stride, dilation and
-a channel multiplier; int8 exactly, int16 x int8 (INT48) exactly."""
+a channel multiplier; int8 exactly, int16 x int8 (INT48) exactly; FP32 stems within the
+dot-product bound."""
 
 from __future__ import annotations
 
@@ -150,3 +151,37 @@ def test_conv2d_few_channels_small_image(reference) -> None:
     b, out = _graph("CONV2D", x, w, _int((16,), -999, 999, np.int32), -128, 0, "INT8",
                     "INT32", (2, 16, 16, 16), pad=(0, 0, 0, 0), stride=(2, 2), dilation=(1, 1))
     _check(reference, b, out, {"x": x})
+
+
+@pytest.mark.parametrize("kernel,size,form", [(3, 65, "dot_general"),
+                                              (7, 191, "conv_general_dilated")])
+def test_conv2d_few_channels_fp32(reference, kernel, size, form) -> None:
+    # A float stem's form follows the size of its patch matrix a sample (tensor_ops'
+    # _IM2COL_MAX_FLOAT_PATCHES): a 3x3/2 kernel over 33x33 outputs on im2col (a matrix
+    # product over 29 K patch elements), a 7x7/2 one over 96x96 outputs (1.4 M) as
+    # XLA's convolution. Both within the dot-product bound of the reference model's result.
+    from tosa_jax.testing import traced_primitives
+
+    c, oc, pad = 3, 8, kernel // 2
+    out_hw = (size - 1 + 2 * pad - (kernel - 1)) // 2 + 1
+    x = RNG.standard_normal((2, size, size, c)).astype(np.float32)
+    w = RNG.standard_normal((oc, kernel, kernel, c)).astype(np.float32)
+    bias = RNG.standard_normal(oc).astype(np.float32)
+    b = GraphBuilder()
+    names = [b.input("x", x.shape, "FP32"), b.const(w, "FP32"), b.const(bias, "FP32"),
+             b.const([0.0], "FP32"), b.const([0.0], "FP32")]
+    out = b.op("CONV2D", names, (2, out_hw, out_hw, oc), "FP32", acc_type="FP32",
+               local_bound=False, pad=(pad,) * 4, stride=(2, 2), dilation=(1, 1))
+    data = tosa_jax.write(b.build([out]))
+    assert form in traced_primitives(data, "cpu", x)
+    expected = reference(data, {"x": x}, [out])[out]
+    got = tosa_jax.load(data).run({"x": x})[out]
+    # Each output is a sum of kernel * kernel * c products: that many ULPs of sum |x * w|.
+    xp = np.pad(np.abs(x), ((0, 0), (pad, pad), (pad, pad), (0, 0))).astype(np.float64)
+    mags = np.zeros(got.shape)
+    for i in range(kernel):
+        for j in range(kernel):
+            win = xp[:, i:i + 2 * out_hw - 1:2, j:j + 2 * out_hw - 1:2, :]
+            mags += win @ np.abs(w[:, i, j, :].T).astype(np.float64)
+    bound = kernel * kernel * c * np.finfo(np.float32).eps * (mags + np.abs(bias))
+    assert np.all(np.abs(got.astype(np.float64) - expected) <= bound + 1e-30)
