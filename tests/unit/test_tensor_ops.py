@@ -273,3 +273,32 @@ def test_error_if_pooling_and_transpose():
     xn = b.input("x", x.shape, "INT8")
     out = b.op("ARGMAX", [xn], (1, 4, 4), "INT32", axis=1, nan_mode="PROPAGATE")
     _error(b, out, {"x": x}, "flatten")
+
+
+@pytest.mark.parametrize("nan_mode", ["PROPAGATE", "IGNORE"])
+@pytest.mark.parametrize("kernel,stride,pad", [((3, 3), (2, 2), (1, 0, 1, 1)),
+                                               ((9, 8), (1, 3), (4, 0, 2, 1)),
+                                               ((33, 34), (2, 3), (1, 0, 1, 1))])
+def test_max_pool2d_fp32_special_values(reference, nan_mode, kernel, stride, pad):
+    # NaN (in places and in all of one channel), infinities and signed zeros, bit for bit: of
+    # equal values the first in the spec's order wins (-0.0 or +0.0). Small kernels run over
+    # their taps, 33x34 (over tensor_ops._TAPS_MAX) as a reduce_window with the sign mended.
+    x = RNG.standard_normal((2, 40, 41, 5)).astype(np.float32)
+    for value, p in ((np.nan, 0.05), (np.inf, 0.01), (-np.inf, 0.05), (0.0, 0.2), (-0.0, 0.2)):
+        x[RNG.random(x.shape) < p] = value
+    x[0, :, :, 0] = np.nan
+    x[1, :, :, 1] = -np.inf
+    x[:, :, :, 2] = np.where(RNG.random(x.shape[:3]) < 0.5, 0.0, -0.0)
+    oh = (40 + pad[0] + pad[1] - kernel[0]) // stride[0] + 1
+    ow = (41 + pad[2] + pad[3] - kernel[1]) // stride[1] + 1
+    b = GraphBuilder()
+    xn = b.input("x", x.shape, "FP32")
+    out = b.op("MAX_POOL2D", [xn], (2, oh, ow, 5), "FP32", kernel=kernel, stride=stride,
+               pad=pad, nan_mode=nan_mode)
+    data = tosa_jax.write(b.build([out]))
+    expected = reference(data, {"x": x}, [out])[out]
+    zeros = expected[:, :, :, 2]
+    assert np.isnan(expected).any() and np.isneginf(expected).any()
+    assert (zeros == 0).all() and np.signbit(zeros).any() and not np.signbit(zeros).all()
+    for got in run_both(data, {"x": x}, out):
+        np.testing.assert_array_equal(got.view(np.int32), expected.view(np.int32))
