@@ -237,6 +237,17 @@ class Model:
                        ) and not floats
         self._build_lock = threading.Lock()
         self.cache = open_cache(cache)
+        if (graph is None and floats and self.float_macs >= LARGE_FLOAT_MACS
+                and self.device is None and self.cache is not None):
+            # From the cache's record, a graph whose float work runs on Eigen (convolutions and
+            # matrix products, see LARGE_FLOAT_CONV_OPTIONS) is about to run a cached
+            # executable on the host path: its first run would generate oneDNN's GEMM kernel,
+            # which a thread does now, beside reading and rebuilding the executable
+            # (hostexec.prepare). From the cache, after import, three interleaved processes
+            # each (Xeon, 2026-11-28): bert_tiny_fp32 71-73 -> 48-56 ms, unet_fp32 76-80 ->
+            # 61-64, resnet_fp32 137-146 -> 125-134, mobilenetv2_fp32 201-217 -> 180-197. Not
+            # for small graphs: cnn_fp32 (0.3 M) was slower by the thread (2026-11-27).
+            hostexec.prepare()
         # "cache" or "compiled", for the last build; "numpy" ("numpy, cache") where the first
         # call ran the numpy program traced here (from the cache)
         self.compile_source: str | None = None

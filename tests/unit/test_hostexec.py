@@ -542,3 +542,46 @@ print(json.dumps({"status": status.name, "jax": "jax" in sys.modules}))
     runs = _two_processes(code, tmp_path / "cache", str(path), str(tmp_path / "a.npy"))
     assert [r["status"] for r in runs] == ["TOSA_UNPREDICTABLE"] * 2
     assert runs[1]["jax"] is False
+
+
+# A second process that loads a graph from the cache: whether prepare()'s thread was started by
+# the load (before the first call), and the outputs.
+PREPARED = """
+import sys, json, numpy as np, tosa_jax
+from tosa_jax import hostexec
+path, xs = sys.argv[1], [np.load(p) for p in sys.argv[2:]]
+m = tosa_jax.load(path)
+started = hostexec._PREPARED is not None
+outs = m.run({s.name: x for s, x in zip(m.inputs, xs)})
+print(json.dumps({"source": m.compile_source, "started": started,
+                  "outs": [o.tolist() for o in outs.values()]}))
+"""
+
+
+@pytest.mark.parametrize("large", [True, False])
+def test_load_from_the_cache_prepares_large_float_graphs(tmp_path: Path, large: bool) -> None:
+    """A load from the cache's record of a graph whose float work runs on Eigen (at least
+    model.LARGE_FLOAT_MACS multiply-adds) starts hostexec.prepare() (oneDNN's kernel generated
+    beside the executable's rebuild); a small float graph does not; either way the second
+    process computes the first's bits."""
+    from tosa_jax.ir import GraphBuilder
+    from tosa_jax.model import LARGE_FLOAT_MACS
+
+    m, k, n = (512, 160, 128) if large else (8, 16, 4)
+    assert (m * k * n >= LARGE_FLOAT_MACS) == large
+    b = GraphBuilder()
+    a, w = b.input("a", (1, m, k), "FP32"), b.input("w", (1, k, n), "FP32")
+    y = b.op("MATMUL", [a, w, b.const([0.0], "FP32"), b.const([0.0], "FP32")], (1, m, n),
+             "FP32")
+    path = tmp_path / "matmul.tosa"
+    path.write_bytes(tosa_jax.write(b.build([y])))
+    rng = np.random.default_rng(3)
+    xs = []
+    for name, shape in (("a", (1, m, k)), ("w", (1, k, n))):
+        xs.append(tmp_path / f"{name}.npy")
+        np.save(xs[-1], rng.standard_normal(shape).astype(np.float32))
+    first, second = _two_processes(PREPARED, tmp_path / "cache", str(path), *map(str, xs))
+    assert first["source"] == "compiled" and not first["started"]
+    assert second["source"] == "cache" and second["started"] == large
+    np.testing.assert_array_equal(np.asarray(second["outs"], np.float32),
+                                  np.asarray(first["outs"], np.float32))
