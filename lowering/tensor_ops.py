@@ -741,13 +741,13 @@ def _window_reduce(x: Any, pad_value: Any, op: Any, kernel: tuple[int, ...],
 def _first_zero(x: Any, window: tuple[int, ...], strides: tuple[int, ...],
                 padding: tuple[tuple[int, int], ...]) -> Any:
     """Per window, 2 * (y * W + x) + sign bit of its first zero in the spec's order, which is
-    the zero of least (y, x) (a window's rows and columns are the input's, in order); int32's
-    maximum where there is none. (H * W of a level's largest tensor keeps it in int32.)"""
-    _, h, w, _ = x.shape
-    at = (lax.broadcasted_iota(jnp.int32, x.shape, 1) * w
-          + lax.broadcasted_iota(jnp.int32, x.shape, 2))
-    none = np.int32(np.iinfo(np.int32).max)
-    key = jnp.where(x == 0, 2 * at + jnp.signbit(x).astype(jnp.int32), none)
+    the zero of least (y, x) (a window's rows and columns are the input's, in order); uint32's
+    maximum where there is none. Exact while H * W < 2^31 (the 8K level's bound on a tensor)."""
+    w = x.shape[2]
+    at = (lax.broadcasted_iota(jnp.uint32, x.shape, 1) * np.uint32(w)
+          + lax.broadcasted_iota(jnp.uint32, x.shape, 2))
+    none = np.uint32(np.iinfo(np.uint32).max)
+    key = jnp.where(x == 0, 2 * at + jnp.signbit(x).astype(jnp.uint32), none)
     return lax.reduce_window(key, none, lax.min, window, strides, padding)
 
 

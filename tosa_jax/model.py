@@ -244,9 +244,9 @@ class Model:
             # executable on the host path: its first run would generate oneDNN's GEMM kernel,
             # which a thread does now, beside reading and rebuilding the executable
             # (hostexec.prepare). From the cache, after import, three interleaved processes
-            # each (Xeon, 2026-11-28): bert_tiny_fp32 71-73 -> 48-56 ms, unet_fp32 76-80 ->
-            # 61-64, resnet_fp32 137-146 -> 125-134, mobilenetv2_fp32 201-217 -> 180-197. Not
-            # for small graphs: cnn_fp32 (0.3 M) was slower by the thread (2026-11-27).
+            # each (Xeon, 2026-11-28): bert_tiny_fp32 64-67 -> 51-63 ms, unet_fp32 73-76 ->
+            # 58-60, resnet_fp32 149-157 -> 130-132. Not for small graphs: cnn_fp32 (0.3 M)
+            # was slower by the thread (2026-11-27).
             hostexec.prepare()
         # "cache" or "compiled", for the last build; "numpy" ("numpy, cache") where the first
         # call ran the numpy program traced here (from the cache)
