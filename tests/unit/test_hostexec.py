@@ -559,11 +559,12 @@ print(json.dumps({"source": m.compile_source, "started": started,
 
 
 @pytest.mark.parametrize("large", [True, False])
-def test_load_from_the_cache_prepares_large_float_graphs(tmp_path: Path, large: bool) -> None:
+def test_load_from_the_cache_prepares_large_float_graphs(tmp_path: Path, reference,
+                                                         large: bool) -> None:
     """A load from the cache's record of a graph whose float work runs on Eigen (at least
     model.LARGE_FLOAT_MACS multiply-adds) starts hostexec.prepare() (oneDNN's kernel generated
     beside the executable's rebuild); a small float graph does not; either way the second
-    process computes the first's bits."""
+    process computes the first's bits, within the dot-product bound of the reference model."""
     from tosa_jax.ir import GraphBuilder
     from tosa_jax.model import LARGE_FLOAT_MACS
 
@@ -583,5 +584,11 @@ def test_load_from_the_cache_prepares_large_float_graphs(tmp_path: Path, large: 
     first, second = _two_processes(PREPARED, tmp_path / "cache", str(path), *map(str, xs))
     assert first["source"] == "compiled" and not first["started"]
     assert second["source"] == "cache" and second["started"] == large
-    np.testing.assert_array_equal(np.asarray(second["outs"], np.float32),
-                                  np.asarray(first["outs"], np.float32))
+    got = np.asarray(second["outs"], np.float32)[0]
+    np.testing.assert_array_equal(got, np.asarray(first["outs"], np.float32)[0])
+    a_x, w_x = (np.load(p) for p in xs)
+    want = reference(path, {"a": a_x, "w": w_x}, [y])[y]
+    # each output a sum of k products: k ULPs of the sum of their magnitudes
+    bound = k * np.finfo(np.float32).eps * (np.abs(a_x[0]).astype(np.float64)
+                                            @ np.abs(w_x[0]).astype(np.float64))
+    assert got.shape == want.shape and np.all(np.abs(got.astype(np.float64) - want) <= bound)
