@@ -1,8 +1,10 @@
 """Tracing + lowering cost per operator, as bench/benchmark.py measures it, in CPU and wall time.
 
 Each graph runs in a fresh process: JAX's one-time set-up (a trivial jit), ``tosa_jax.load``,
-then ``jax.jit(model.fn).lower(*x)`` timed with ``time.process_time`` (CPU: robust to other
-load on the machine; JAX traces in one Python thread) and ``time.perf_counter`` (wall).
+then ``jax.jit(model.fn).lower(*x)`` as Model lowers it (this platform's forms alone, the
+garbage collector held off, source locations dropped), timed with ``time.process_time`` (CPU:
+robust to other load on the machine; JAX traces in one Python thread) and
+``time.perf_counter`` (wall).
 Operators: all but CONST / CONST_SHAPE, as the benchmark counts them.
 
     python bench/trace_cost.py tests/fixtures/*.tosa [--profile out.prof]
@@ -25,6 +27,8 @@ def _worker(path: str, profile: str | None) -> dict:
     import numpy as np
 
     import tosa_jax
+    from tosa_jax.lowering.numerics import lowering_for
+    from tosa_jax.model import no_gc, without_locations
 
     jax.jit(lambda v: v + 1).lower(np.int32(1)).compile()
     model = tosa_jax.load(path, cache=False)
@@ -38,7 +42,8 @@ def _worker(path: str, profile: str | None) -> dict:
         prof = cProfile.Profile()
         prof.enable()
     c0, t0 = time.process_time(), time.perf_counter()
-    f.lower(*x)
+    with no_gc(), lowering_for(jax.devices()[0].platform):  # as Model and the benchmark do
+        without_locations(f.lower(*x))
     c1, t1 = time.process_time(), time.perf_counter()
     if prof is not None:
         prof.disable()
