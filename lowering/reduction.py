@@ -17,9 +17,11 @@ import numpy as np
 from tosa_jax.lowering import Node, lowering
 from tosa_jax.lowering.numerics import (
     as_wide,
+    blocked_reduce,
     float_compute,
     lax_sum,
     partial_sum_overflows,
+    reduce_identity,
     require,
     requiring,
     sequential_sum,
@@ -34,33 +36,31 @@ from tosa_jax.lowering.numerics import (
 @stops_reshapes
 def reduce_all(node: Node, input: Any, *, axis: int) -> Any:
     """acc = true; acc = acc && value over the axis."""
-    return jnp.all(jnp.asarray(input), axis=axis, keepdims=True)
+    return blocked_reduce(input, "and", axis)
 
 
 @lowering("REDUCE_ANY")
 @stops_reshapes
 def reduce_any(node: Node, input: Any, *, axis: int) -> Any:
     """acc = false; acc = acc || value over the axis."""
-    return jnp.any(jnp.asarray(input), axis=axis, keepdims=True)
+    return blocked_reduce(input, "or", axis)
 
 
-def _float_extreme(x: Any, axis: int, nan_mode: str, reduce: Any, sign: int) -> Any:
-    """REDUCE_MAX (sign -1) / REDUCE_MIN (sign 1) of floats with the NaN rule made explicit.
+def _float_extreme(x: Any, axis: int, nan_mode: str, kind: str) -> Any:
+    """REDUCE_MAX (kind "max") / REDUCE_MIN ("min") of floats with the NaN rule made explicit.
 
     XLA's CPU max/min reductions may drop NaNs (a vectorised max returns the other operand), so
-    NaNs are replaced by a value that never wins (+-inf, or +-the largest finite value where the
-    type has no infinity: FP8E4M3) and put back by rule: PROPAGATE gives NaN where the row holds
-    one; IGNORE (acc starts as NaN, NaNs are skipped) gives NaN only where every value is NaN.
+    NaNs are replaced by the reduction's identity (+-inf, or +-the largest finite value where
+    the type has no infinity: FP8E4M3), which never wins, and put back by rule: PROPAGATE gives
+    NaN where the row holds one; IGNORE (acc starts as NaN, NaNs are skipped) gives NaN only
+    where every value is NaN.
     """
     nan = jnp.isnan(x)
-    filler = np.asarray(sign * np.inf, np.float32).astype(x.dtype)
-    if np.isnan(filler):
-        filler = np.asarray(sign * float(jnp.finfo(x.dtype).max), np.float32).astype(x.dtype)
-    best = reduce(jnp.where(nan, jnp.asarray(filler), x), axis=axis, keepdims=True)
+    best = blocked_reduce(jnp.where(nan, reduce_identity(kind, x.dtype), x), kind, axis)
     if nan_mode == "IGNORE":
-        nan_out = jnp.all(nan, axis=axis, keepdims=True)
+        nan_out = blocked_reduce(nan, "and", axis)
     else:
-        nan_out = jnp.any(nan, axis=axis, keepdims=True)
+        nan_out = blocked_reduce(nan, "or", axis)
     return jnp.where(nan_out, jnp.asarray(np.nan, x.dtype), best)
 
 
@@ -69,10 +69,10 @@ def _reduce_extreme(node: Node, input: Any, axis: int, nan_mode: str, largest: b
     if node.out.dtype == "INT64":
         return wide_reduce_extreme(as_wide(input), axis, largest=largest)
     x = jnp.asarray(input)
-    pick = jnp.max if largest else jnp.min
+    kind = "max" if largest else "min"
     if jnp.issubdtype(x.dtype, jnp.floating):
-        return _float_extreme(x, axis, nan_mode, pick, -1 if largest else 1)
-    return pick(x, axis=axis, keepdims=True)
+        return _float_extreme(x, axis, nan_mode, kind)
+    return blocked_reduce(x, kind, axis)
 
 
 @lowering("REDUCE_MAX")
