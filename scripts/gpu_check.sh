@@ -43,7 +43,11 @@ if [ -n "${TOSA_JAX_GPU_PYTHON:-}" ]; then
   if ! "$PY" -c "import runner.tosa_verif_run_tests" >/dev/null 2>&1; then
     [ -n "$WHEELS" ] || { echo "gpu_check: tosa-tools missing: set TOSA_JAX_GPU_WHEELS" >&2; exit 2; }
     echo "== installing the wheels of $WHEELS into $PY's environment"
-    "${pipi[@]}" "$WHEELS"/*.whl || exit 2
+    if ! "${pipi[@]}" "$WHEELS"/*.whl; then
+      # (an H200 image's pip failed on the whole list at once, IndexError, 2026-11-28; each
+      # wheel alone installed)
+      for w in "$WHEELS"/*.whl; do "${pipi[@]}" "$w" || exit 2; done
+    fi
   fi
   if ! "${pipi[@]}" -e "$ROOT"; then
     # An old setuptools cannot make editable installs offline: the installed layout
