@@ -35,6 +35,7 @@ from tosa_jax.errors import TosaInputError, TosaLimitError
 from tosa_jax.ir import INT_RANGES, BlockScaled, host_to_value, storage_bytes, value_to_host
 from tosa_jax.limits import human_bytes
 from tosa_jax.model import (
+    LARGE_FLOAT_MACS,
     Model,
     TensorSpec,
     compile_lowered,
@@ -188,6 +189,12 @@ CHUNK_CACHE_BYTES = 256 << 10
 # 100-104 -> 98-108; below it no gain: unet_fp32 (384 KiB) 329-357 -> 316-375, unet_int8 187 ->
 # 190, bert_tiny_int8 (256 KiB) 499 -> 449.
 ONE_SAMPLE_BYTES = 1 << 20
+# So does a float graph whose convolutions and matrix products run on Eigen's threads
+# (model.LARGE_FLOAT_MACS): a sample's work already keeps both cores busy. Measured 2026-11-28 on
+# the Intel Xeon (AVX-512) these machines now are, batch 64 over 2 CPU devices, fresh processes,
+# three interleaved rounds, chunk 4 -> 1: unet_fp32 (384 KiB, 117 M multiply-adds) 654-673 ->
+# 702-742 samples/s; bert_tiny_fp32 (59 M) 1,837-2,070 -> 1,846-2,019. Integer graphs of that
+# size keep their chunks: unet_int8 821 / 879 / 900 / 871 in chunks of 1 / 2 / 4 / 8.
 # Off the CPU (a GPU) a device's whole share runs as one vmap, as long as a chunk's largest
 # activation stays within ACCEL_CHUNK_BYTES (memory): each step of the loop launches every kernel
 # of the graph once, so fewer steps of larger kernels win. Measured 2026-11-27 on an H200 (jax
@@ -204,11 +211,12 @@ def auto_chunk(model: Model, platform: str = "cpu") -> int:
     """The chunk ``evaluate`` uses by default: on CPU as many samples as keep the largest
     activation of a chunk within ``CHUNK_CACHE_BYTES`` (at least ``DEFAULT_CHUNK``; more than a
     device's share means its whole share in one vmap), one where a single sample's reaches
-    ``ONE_SAMPLE_BYTES``; elsewhere (a GPU) as many as keep it within ``ACCEL_CHUNK_BYTES``."""
+    ``ONE_SAMPLE_BYTES`` or its float work runs on Eigen (``LARGE_FLOAT_MACS``); elsewhere (a
+    GPU) as many as keep it within ``ACCEL_CHUNK_BYTES``."""
     largest = _largest_activation(model)
     if platform != "cpu":
         return max(1, ACCEL_CHUNK_BYTES // max(largest, 1))
-    if largest >= ONE_SAMPLE_BYTES:
+    if largest >= ONE_SAMPLE_BYTES or model.float_macs >= LARGE_FLOAT_MACS:
         return 1
     return max(DEFAULT_CHUNK, CHUNK_CACHE_BYTES // max(largest, 1))
 

@@ -215,8 +215,9 @@ def test_second_call_neither_traces_nor_compiles() -> None:
 def test_auto_chunk_follows_the_largest_activation() -> None:
     """On CPU a graph with small activations runs each device's whole share as one vmap, one
     with large activations in chunks of DEFAULT_CHUNK, one with a sample's largest activation of
-    ONE_SAMPLE_BYTES or more one sample at a time; on a GPU as many samples as keep a chunk's
-    largest activation within ACCEL_CHUNK_BYTES; integer outputs do not depend on it."""
+    ONE_SAMPLE_BYTES or more, or float work on Eigen, one sample at a time; on a GPU as many
+    samples as keep a chunk's largest activation within ACCEL_CHUNK_BYTES; integer outputs do
+    not depend on it."""
     from tosa_jax.evaluate import (
         ACCEL_CHUNK_BYTES,
         CHUNK_CACHE_BYTES,
@@ -236,6 +237,20 @@ def test_auto_chunk_follows_the_largest_activation() -> None:
     assert auto_chunk(negate((1, ONE_SAMPLE_BYTES))) == 1
     assert auto_chunk(negate((1, ONE_SAMPLE_BYTES)), "gpu") == ACCEL_CHUNK_BYTES // ONE_SAMPLE_BYTES
     assert auto_chunk(negate((1, 1024)), "gpu") == ACCEL_CHUNK_BYTES // 1024
+    # a float graph of LARGE_FLOAT_MACS multiply-adds or more: one sample at a time
+    from tosa_jax.model import LARGE_FLOAT_MACS
+
+    def matmul(k: int) -> tosa_jax.Model:
+        b = GraphBuilder()
+        a = b.input("a", (1, 64, k), "FP32")
+        w = b.const(np.ones((1, k, 64), np.float32), "FP32")
+        zp = b.const([0.0], "FP32")
+        return tosa_jax.load(b.build([b.op("MATMUL", [a, w, zp, zp], (1, 64, 64), "FP32")]))
+
+    small, large = matmul(64), matmul(-(-LARGE_FLOAT_MACS // 4096))
+    assert small.float_macs < LARGE_FLOAT_MACS <= large.float_macs
+    assert auto_chunk(small) > 1 and auto_chunk(large) == 1
+    assert auto_chunk(large, "gpu") > 1
 
     model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
     xs = _samples(model, 10, seed=8)
