@@ -44,6 +44,7 @@ from tosa_jax.lowering.numerics import (
     as_wide,
     block_dequantize,
     block_dequantize_host,
+    cpu_dot,
     int_dot_general,
     lax_sum,
     lx,
@@ -208,8 +209,7 @@ def _im2col_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) -> 
     patches = lax.reshape(patches, (*patches.shape[:1 + g.rank],
                                     math.prod(patches.shape[1 + g.rank:])))
     matrix, k = _weight_matrix(w)
-    return lax.dot_general(patches, matrix, (((x.ndim - 1,), (k,)), ((), ())),
-                           precision=precision, preferred_element_type=acc)
+    return cpu_dot(patches, matrix, (((x.ndim - 1,), (k,)), ((), ())), acc, precision)
 
 
 def _gemm_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any) -> Any:
@@ -242,8 +242,7 @@ def _pointwise_conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, precision: Any) 
     if x.shape[1:-1] != stop or any(s != 1 for s in g.strides):
         x = lax.slice(x, (0,) * x.ndim, (n, *stop, c), (1, *g.strides, 1))
     matrix, k = _weight_matrix(w)
-    return lax.dot_general(x, matrix, (((x.ndim - 1,), (k,)), ((), ())),
-                           precision=precision, preferred_element_type=acc)
+    return cpu_dot(x, matrix, (((x.ndim - 1,), (k,)), ((), ())), acc, precision)
 
 
 def _conv(x: Any, w: Any, g: _ConvGeometry, acc: Any, gemm_off_cpu: bool = False) -> Any:

@@ -185,3 +185,24 @@ def test_conv2d_few_channels_fp32(reference, kernel, size, form) -> None:
             mags += win @ np.abs(w[:, i, j, :].T).astype(np.float64)
     bound = kernel * kernel * c * np.finfo(np.float32).eps * (mags + np.abs(bias))
     assert np.all(np.abs(got.astype(np.float64) - expected) <= bound + 1e-30)
+
+
+@pytest.mark.parametrize("zp", [0, -128])
+def test_one_row_int8_product(reference, zp: int) -> None:
+    # Batch 1's classifier: a 1x1 CONV2D over one position, a product of one row. On XLA CPU
+    # it is computed over two copies of the row (numerics.cpu_dot): with one, XLA's own loops
+    # widen the int8 weight to int32, a constant four times larger in the executable (and
+    # slower). Exact against the reference model; no int32 copy of the weight compiled.
+    k, n = 256, 128
+    from tosa_jax.lowering.numerics import ROW_DOT_MIN_MACS
+
+    assert k * n >= ROW_DOT_MIN_MACS
+    x = _int((1, 1, 1, k), -128, 127, np.int8)
+    w = _int((n, 1, 1, k), -128, 127, np.int8)
+    b, out = _graph("CONV2D", x, w, _int((n,), -999, 999, np.int32), zp, 0, "INT8", "INT32",
+                    (1, 1, 1, n), pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1))
+    _check(reference, b, out, {"x": x})
+    model = tosa_jax.load(tosa_jax.write(b.build([out])), cache=False)
+    model.compile(x)
+    hlo = next(iter(model._executables.values())).exe.as_text()
+    assert f"s32[{n},{k}]" not in hlo and f"s32[{k},{n}]" not in hlo
