@@ -236,7 +236,7 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
         xb = [jax.device_put(a) for a in _load_inputs(work, len(model.inputs), True)]
         # what tosa_jax.evaluate runs per device, with the chunk it chooses (here over the
         # whole batch on device 0)
-        chunk = auto_chunk(model, jax.devices()[0].platform)
+        chunk = auto_chunk(model, jax.devices()[0].platform, devices=1)
         fb = jax.jit(batched(model.fn, chunk))
         t0 = time.perf_counter()
         with no_gc(), lowering_for(platform):

@@ -19,6 +19,7 @@ default); the program itself has no collective, only the gather of the outputs d
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 import zlib
@@ -190,11 +191,16 @@ CHUNK_CACHE_BYTES = 256 << 10
 # 190, bert_tiny_int8 (256 KiB) 499 -> 449.
 ONE_SAMPLE_BYTES = 1 << 20
 # So does a float graph whose convolutions and matrix products run on Eigen's threads
-# (model.LARGE_FLOAT_MACS): a sample's work already keeps both cores busy. Measured 2026-11-28 on
-# the Intel Xeon (AVX-512) these machines now are, batch 64 over 2 CPU devices, fresh processes,
-# three interleaved rounds, chunk 4 -> 1: unet_fp32 (384 KiB, 117 M multiply-adds) 654-673 ->
-# 702-742 samples/s; bert_tiny_fp32 (59 M) 1,837-2,070 -> 1,846-2,019. Integer graphs of that
-# size keep their chunks: unet_int8 821 / 879 / 900 / 871 in chunks of 1 / 2 / 4 / 8.
+# (model.LARGE_FLOAT_MACS). Both only where every core has a device of its own (`tosa-jax eval`,
+# JAX_NUM_CPU_DEVICES): with fewer devices than cores, chunks let XLA share a device's work
+# between the cores. Measured 2026-11-28 on the Intel Xeon (AVX-512) these machines now are,
+# batch 64, samples/s, chunk 1 / 4 (/ 8): on 2 CPU devices unet_fp32 (384 KiB, 117 M
+# multiply-adds) 702-742 / 654-673 (fresh processes, three interleaved rounds), bert_tiny_fp32
+# (59 M) 1,846-2,019 / 1,837-2,070, mobilenetv2_fp32 296 / 262 / 237, resnet_fp32 252 / 250 /
+# 246; on 1 device unet_fp32 375-391 / 493-510 / 584-589, bert_tiny_fp32 1,015-1,108 /
+# 1,245-1,351 / 1,324-1,479, resnet_fp32 161 / 197 / 201, mobilenetv2_fp32 177 / 211 / 203,
+# resnet_int8 354 / 409 / 385. Integer graphs of unet_fp32's activations keep their chunks
+# either way: unet_int8 on 2 devices 821 / 879 / 900 / 871 in chunks of 1 / 2 / 4 / 8.
 # Off the CPU (a GPU) a device's whole share runs as one vmap, as long as a chunk's largest
 # activation stays within ACCEL_CHUNK_BYTES (memory): each step of the loop launches every kernel
 # of the graph once, so fewer steps of larger kernels win. Measured 2026-11-27 on an H200 (jax
@@ -207,16 +213,18 @@ ONE_SAMPLE_BYTES = 1 << 20
 ACCEL_CHUNK_BYTES = 256 << 20
 
 
-def auto_chunk(model: Model, platform: str = "cpu") -> int:
-    """The chunk ``evaluate`` uses by default: on CPU as many samples as keep the largest
-    activation of a chunk within ``CHUNK_CACHE_BYTES`` (at least ``DEFAULT_CHUNK``; more than a
-    device's share means its whole share in one vmap), one where a single sample's reaches
-    ``ONE_SAMPLE_BYTES`` or its float work runs on Eigen (``LARGE_FLOAT_MACS``); elsewhere (a
-    GPU) as many as keep it within ``ACCEL_CHUNK_BYTES``."""
+def auto_chunk(model: Model, platform: str = "cpu", devices: int = 1) -> int:
+    """The chunk ``evaluate`` uses by default over ``devices`` devices of this process: on CPU
+    as many samples as keep the largest activation of a chunk within ``CHUNK_CACHE_BYTES`` (at
+    least ``DEFAULT_CHUNK``; more than a device's share means its whole share in one vmap), one
+    where a single sample's reaches ``ONE_SAMPLE_BYTES`` or its float work runs on Eigen
+    (``LARGE_FLOAT_MACS``) and every core has a device; elsewhere (a GPU) as many as keep it
+    within ``ACCEL_CHUNK_BYTES``."""
     largest = _largest_activation(model)
     if platform != "cpu":
         return max(1, ACCEL_CHUNK_BYTES // max(largest, 1))
-    if largest >= ONE_SAMPLE_BYTES or model.float_macs >= LARGE_FLOAT_MACS:
+    if ((largest >= ONE_SAMPLE_BYTES or model.float_macs >= LARGE_FLOAT_MACS)
+            and devices >= (os.cpu_count() or 1)):
         return 1
     return max(DEFAULT_CHUNK, CHUNK_CACHE_BYTES // max(largest, 1))
 
@@ -478,7 +486,8 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     devices = list(devices)
     processes = len({d.process_index for d in devices})
     if chunk is None:
-        chunk = auto_chunk(model, devices[0].platform)
+        local = sum(d.process_index == jax.process_index() for d in devices)
+        chunk = auto_chunk(model, devices[0].platform, local)
     if processes > 1:
         _check_same_everywhere(arrays, n, batch_size, chunk)
     if chunk < 1:

@@ -215,7 +215,8 @@ def test_second_call_neither_traces_nor_compiles() -> None:
 def test_auto_chunk_follows_the_largest_activation() -> None:
     """On CPU a graph with small activations runs each device's whole share as one vmap, one
     with large activations in chunks of DEFAULT_CHUNK, one with a sample's largest activation of
-    ONE_SAMPLE_BYTES or more, or float work on Eigen, one sample at a time; on a GPU as many
+    ONE_SAMPLE_BYTES or more, or float work on Eigen, one sample at a time where every core has a
+    device (else in chunks, which XLA shares between the cores); on a GPU as many
     samples as keep a chunk's largest activation within ACCEL_CHUNK_BYTES; integer outputs do
     not depend on it."""
     from tosa_jax.evaluate import (
@@ -234,7 +235,10 @@ def test_auto_chunk_follows_the_largest_activation() -> None:
 
     assert auto_chunk(negate((1, 1024))) == CHUNK_CACHE_BYTES // 1024
     assert auto_chunk(negate((1, ONE_SAMPLE_BYTES // 2))) == DEFAULT_CHUNK  # (INT8: a byte each)
-    assert auto_chunk(negate((1, ONE_SAMPLE_BYTES))) == 1
+    cores = os.cpu_count() or 1
+    assert auto_chunk(negate((1, ONE_SAMPLE_BYTES)), "cpu", cores) == 1
+    if cores > 1:  # fewer devices than cores: chunks, which XLA splits across the cores
+        assert auto_chunk(negate((1, ONE_SAMPLE_BYTES)), "cpu", 1) == DEFAULT_CHUNK
     assert auto_chunk(negate((1, ONE_SAMPLE_BYTES)), "gpu") == ACCEL_CHUNK_BYTES // ONE_SAMPLE_BYTES
     assert auto_chunk(negate((1, 1024)), "gpu") == ACCEL_CHUNK_BYTES // 1024
     # a float graph of LARGE_FLOAT_MACS multiply-adds or more: one sample at a time
@@ -249,8 +253,10 @@ def test_auto_chunk_follows_the_largest_activation() -> None:
 
     small, large = matmul(64), matmul(-(-LARGE_FLOAT_MACS // 4096))
     assert small.float_macs < LARGE_FLOAT_MACS <= large.float_macs
-    assert auto_chunk(small) > 1 and auto_chunk(large) == 1
-    assert auto_chunk(large, "gpu") > 1
+    assert auto_chunk(small, "cpu", cores) > 1 and auto_chunk(large, "cpu", cores) == 1
+    assert auto_chunk(large, "gpu", cores) > 1
+    if cores > 1:
+        assert auto_chunk(large, "cpu", 1) == DEFAULT_CHUNK
 
     model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
     xs = _samples(model, 10, seed=8)
