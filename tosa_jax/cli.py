@@ -140,13 +140,6 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-def _usable_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 def _cpu_devices_unset() -> bool:
     """Whether nothing (JAX_NUM_CPU_DEVICES, jax.config, XLA_FLAGS) chose the CPU device count."""
     import jax
@@ -159,7 +152,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Run a batch-1 graph over stacked samples (vmapped, sharded over devices)."""
     import jax
 
-    from tosa_jax.evaluate import evaluate
+    from tosa_jax.evaluate import evaluate, usable_cores
     from tosa_jax.model import load
 
     if args.host_devices:
@@ -173,7 +166,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         # intra-op threads split only large kernels). (Several processes keep JAX's one device
         # each unless --host-devices says otherwise.)
         try:
-            jax.config.update("jax_num_cpu_devices", _usable_cores())
+            jax.config.update("jax_num_cpu_devices", usable_cores())
         except RuntimeError:
             pass  # JAX's CPU backend already started (an embedding caller): keep its devices
     given = [args.coordinator, args.num_processes, args.process_id]

@@ -213,6 +213,14 @@ ONE_SAMPLE_BYTES = 1 << 20
 ACCEL_CHUNK_BYTES = 256 << 20
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def auto_chunk(model: Model, platform: str = "cpu", devices: int = 1) -> int:
     """The chunk ``evaluate`` uses by default over ``devices`` devices of this process: on CPU
     as many samples as keep the largest activation of a chunk within ``CHUNK_CACHE_BYTES`` (at
@@ -224,7 +232,7 @@ def auto_chunk(model: Model, platform: str = "cpu", devices: int = 1) -> int:
     if platform != "cpu":
         return max(1, ACCEL_CHUNK_BYTES // max(largest, 1))
     if ((largest >= ONE_SAMPLE_BYTES or model.float_macs >= LARGE_FLOAT_MACS)
-            and devices >= (os.cpu_count() or 1)):
+            and devices >= usable_cores()):
         return 1
     return max(DEFAULT_CHUNK, CHUNK_CACHE_BYTES // max(largest, 1))
 

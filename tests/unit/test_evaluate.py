@@ -225,6 +225,7 @@ def test_auto_chunk_follows_the_largest_activation() -> None:
         DEFAULT_CHUNK,
         ONE_SAMPLE_BYTES,
         auto_chunk,
+        usable_cores,
     )
 
     def negate(shape: tuple[int, ...]) -> tosa_jax.Model:
@@ -235,7 +236,7 @@ def test_auto_chunk_follows_the_largest_activation() -> None:
 
     assert auto_chunk(negate((1, 1024))) == CHUNK_CACHE_BYTES // 1024
     assert auto_chunk(negate((1, ONE_SAMPLE_BYTES // 2))) == DEFAULT_CHUNK  # (INT8: a byte each)
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     assert auto_chunk(negate((1, ONE_SAMPLE_BYTES)), "cpu", cores) == 1
     if cores > 1:  # fewer devices than cores: chunks, which XLA splits across the cores
         assert auto_chunk(negate((1, ONE_SAMPLE_BYTES)), "cpu", 1) == DEFAULT_CHUNK
