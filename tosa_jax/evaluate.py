@@ -496,6 +496,8 @@ def evaluate(model: Model | str | bytes, inputs: Any, labels: Any = None,
     if chunk is None:
         local = sum(d.process_index == jax.process_index() for d in devices)
         chunk = auto_chunk(model, devices[0].platform, local)
+        if processes > 1:  # hosts may differ in cores and devices: one chunk, the smallest
+            chunk = int(np.min(multihost_utils.process_allgather(np.int32(chunk))))
     if processes > 1:
         _check_same_everywhere(arrays, n, batch_size, chunk)
     if chunk < 1:

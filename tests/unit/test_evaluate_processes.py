@@ -118,3 +118,41 @@ def test_two_processes_equal_one_process_fp32(tmp_path: Path, name: str) -> None
         assert r.returncode == 2, r.stderr
         assert "same samples and options in every process" in r.stderr
         assert "[10, 9]" in r.stderr
+
+
+def test_processes_of_different_cores_agree_on_the_chunk(tmp_path: Path) -> None:
+    """A float graph on Eigen (LARGE_FLOAT_MACS) runs one sample at a time where every core has
+    a device, in chunks elsewhere (evaluate.auto_chunk): one process held to one core and one
+    with two would choose differently, and the processes must run one program. They agree on
+    the smaller chunk, where before each took its own and the run was refused."""
+    from tosa_jax.evaluate import usable_cores
+    from tosa_jax.ir import GraphBuilder
+    from tosa_jax.model import LARGE_FLOAT_MACS
+
+    if usable_cores() < 2 or not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs two cores and CPU affinity")
+    k = -(-LARGE_FLOAT_MACS // (64 * 64))
+    b = GraphBuilder()
+    a = b.input("a", (1, 64, k), "FP32")
+    w = b.const(np.random.default_rng(13).standard_normal((1, k, 64)).astype(np.float32), "FP32")
+    zp = b.const([0.0], "FP32")
+    graph = tmp_path / "matmul.tosa"
+    graph.write_bytes(tosa_jax.write(b.build([b.op("MATMUL", [a, w, zp, zp], (1, 64, 64),
+                                                   "FP32", name="y")])))
+    xs = np.random.default_rng(14).standard_normal((6, 64, k)).astype(np.float32)
+    np.save(tmp_path / "xs.npy", xs)
+    port = _free_port()
+    commands = [_eval(graph, tmp_path / "xs.npy", tmp_path / "out", "-b", "6", "--coordinator",
+                      f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i))
+                for i in range(2)]
+    one_core = next(iter(os.sched_getaffinity(0)))
+    commands[0] = [sys.executable, "-c",
+                   f"import os, runpy, sys; os.sched_setaffinity(0, {{{one_core}}}); "
+                   "sys.argv = ['tosa-jax'] + sys.argv[1:]; "
+                   "runpy.run_module('tosa_jax.cli', run_name='__main__')",
+                   *commands[0][3:]]
+    for r in _run_together(commands):
+        assert r.returncode == 0, r.stderr
+    model = tosa_jax.load(graph)
+    single = np.stack([model.run({"a": x[None]})["y"][0] for x in xs])
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), single, rtol=1e-5, atol=1e-4)
