@@ -51,6 +51,7 @@ from tosa_jax.lowering.numerics import (
     offcpu_int_dot,
     on_cpu_else,
     reciprocal_scale,
+    reduce_identity,
     saturate_cast,
     stop_reshapes,
     stops_reshapes,
@@ -763,11 +764,9 @@ def max_pool2d(node: Node, input: Any, *, kernel: tuple[int, ...], stride: tuple
         init = np.asarray(INT_RANGES[node.out.dtype][0], x.dtype)
         return _window_reduce(x, init, lax.max, kernel, stride, pad, out)
     nan = jnp.isnan(x)
-    # the "nothing yet" value: -inf, or the lowest finite value where the type has no infinity
-    # (FP8E4M3: -inf would become NaN); either way every real value of a window wins over it
-    lowest = np.asarray(-np.inf, np.float32).astype(x.dtype)
-    ninf = jnp.asarray(np.asarray(jnp.finfo(x.dtype).min, x.dtype)
-                       if np.isnan(lowest) else lowest)
+    # the "nothing yet" value: the maximum's identity, -inf (the lowest finite value where the
+    # type has no infinity, FP8E4M3); every real value of a window wins over it
+    ninf = jnp.asarray(reduce_identity("max", x.dtype))
     best = _window_reduce(jnp.where(nan, ninf, x), ninf, _leftmost_max, kernel, stride, pad,
                           out)
     if nan_mode == "IGNORE":
