@@ -134,7 +134,8 @@ def test_processes_of_different_cores_agree_on_the_chunk(tmp_path: Path) -> None
     k = -(-LARGE_FLOAT_MACS // (64 * 64))
     b = GraphBuilder()
     a = b.input("a", (1, 64, k), "FP32")
-    w = b.const(np.random.default_rng(13).standard_normal((1, k, 64)).astype(np.float32), "FP32")
+    weight = np.random.default_rng(13).standard_normal((1, k, 64)).astype(np.float32)
+    w = b.const(weight, "FP32")
     zp = b.const([0.0], "FP32")
     graph = tmp_path / "matmul.tosa"
     graph.write_bytes(tosa_jax.write(b.build([b.op("MATMUL", [a, w, zp, zp], (1, 64, 64),
@@ -154,5 +155,15 @@ def test_processes_of_different_cores_agree_on_the_chunk(tmp_path: Path) -> None
     for r in _run_together(commands):
         assert r.returncode == 0, r.stderr
     model = tosa_jax.load(graph)
+    got = np.load(tmp_path / "out" / "y.npy")
     single = np.stack([model.run({"a": x[None]})["y"][0] for x in xs])
-    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), single, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got, single, rtol=1e-5, atol=1e-4)
+    # and against the reference model in FP64 (the verifier's reference), within the dot-product
+    # bound: k products, each output within k ULPs of sum |a * w|
+    from tosa_jax.testing.reference import run_reference
+
+    wv = np.abs(weight[0].astype(np.float64))
+    for x, y in zip(xs, got, strict=True):
+        want = run_reference(graph, {"a": x[None]}, ["y"], precise=True)["y"][0]
+        bound = k * np.finfo(np.float32).eps * (np.abs(x.astype(np.float64)) @ wv)
+        assert np.all(np.abs(y - want) <= bound)
