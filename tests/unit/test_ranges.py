@@ -203,6 +203,33 @@ def test_ranges_hold_on_networks(name: str) -> None:
     assert _check_sound(model) > len(computed)
 
 
+@pytest.mark.parametrize("op", ["CONV2D", "DEPTHWISE_CONV2D"])
+@pytest.mark.parametrize("wzp", [-128, 0, 127])
+def test_conv_accumulator_bound(op: str, wzp: int) -> None:
+    """A convolution's int32 accumulator: bias + max|x - x_zp| times the largest per-output sum
+    of |w - w_zp|, worked out here on Python integers (full-range int8 weights, the zero
+    points at the ends of int8), and sound on extreme inputs."""
+    rng = np.random.default_rng(wzp & 0xFF)
+    shape = (4, 3, 3, 5) if op == "CONV2D" else (3, 3, 5, 2)
+    w = rng.integers(-128, 128, shape).astype(np.int8)
+    w.flat[:2] = [-128, 127]
+    oc = 4 if op == "CONV2D" else 10
+    bias = rng.integers(-1000, 1000, oc).astype(np.int32)
+    b = GraphBuilder()
+    x = b.input("x", (1, 6, 6, 5), "INT8")
+    acc = b.op(op, [x, b.const(w, "INT8"), b.const(bias, "INT32"), b.const([-3], "INT8"),
+                    b.const([wzp], "INT8")], (1, 4, 4, oc), "INT32", pad=(0, 0, 0, 0),
+               stride=(1, 1), dilation=(1, 1), acc_type="INT32", local_bound=False)
+    model = tosa_jax.load(b.build([acc]), cache=False)
+    taps = [abs(int(v) - wzp) for v in w.reshape(-1)]
+    per_out = (np.array(taps, dtype=object).reshape(oc, -1).sum(axis=1) if op == "CONV2D"
+               else np.array(taps, dtype=object).reshape(-1, oc).sum(axis=0))
+    bound = max(per_out) * max(abs(-128 + 3), abs(127 + 3))
+    assert block_ranges(model.graph.main)[acc] == (int(bias.min()) - bound,
+                                                  int(bias.max()) + bound)
+    assert _check_sound(model) >= 4
+
+
 def _modelled_ops_graph() -> tuple[GraphBuilder, list[str]]:
     """MUL (with and without shift), SUB, CLAMP, MAXIMUM, CONCAT, TABLE, MATMUL, RESCALE
     (per-channel, DOUBLE_ROUND), REDUCE_SUM on int8/int16 inputs."""
