@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -533,6 +534,29 @@ def _checked(graph: Graph) -> None:
     graph_variables(graph)
 
 
+@contextlib.contextmanager
+def one_traceback() -> Iterator[None]:
+    """Every JAX equation traced inside takes one Python traceback, captured here, as its
+    source: JAX otherwise captures the stack at each equation and, lowering it, walks it for
+    the first frame outside JAX (an MLIR location that ``model.without_locations`` strips
+    again). A graph's equations are attributed to TOSA operators by the executor, not by line.
+    Where this JAX has no such context (a private API), tracing is left as it is."""
+    try:
+        from jax._src import source_info_util
+        from jax._src.lib import xla_client
+
+        holder = source_info_util._source_info_context
+        before = holder.context
+        holder.context = before.replace(traceback=xla_client.Traceback.get_traceback())
+    except Exception:  # another JAX
+        yield
+        return
+    try:
+        yield
+    finally:
+        holder.context = before
+
+
 def graph_function(graph: Graph, requires: bool = False, checks: Sequence[Any] | None = None,
                    ) -> Callable[..., tuple[Any, ...]]:
     """The pure function of the graph's entry block: inputs in order -> tuple of outputs;
@@ -557,10 +581,11 @@ def graph_function(graph: Graph, requires: bool = False, checks: Sequence[Any] |
 
     def fn(*args: Any) -> tuple[Any, ...]:
         _check_args(graph.main, args)
-        if not requires:
-            return evaluate_block(graph, graph.main, args)
-        outs, state = run_block(graph, graph.main, args,
-                                {**initial_values(graph), REQUIRES_KEY: NO_VIOLATION})
+        with one_traceback():
+            if not requires:
+                return evaluate_block(graph, graph.main, args)
+            outs, state = run_block(graph, graph.main, args,
+                                    {**initial_values(graph), REQUIRES_KEY: NO_VIOLATION})
         return (*outs, jnp.asarray(state[REQUIRES_KEY], jnp.int32))
 
     return fn
@@ -589,9 +614,11 @@ def graph_state_function(graph: Graph, requires: bool = False,
         _check_args(graph.main, args)
         full = initial_values(graph) if set(state) != names else {}
         full.update(state)
-        if not requires:
-            return run_block(graph, graph.main, args, full)
-        outs, full = run_block(graph, graph.main, args, {**full, REQUIRES_KEY: NO_VIOLATION})
+        with one_traceback():
+            if not requires:
+                return run_block(graph, graph.main, args, full)
+            outs, full = run_block(graph, graph.main, args,
+                                   {**full, REQUIRES_KEY: NO_VIOLATION})
         flag = jnp.asarray(full.pop(REQUIRES_KEY), jnp.int32)
         return (*outs, flag), full
 

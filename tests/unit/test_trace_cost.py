@@ -110,3 +110,29 @@ def test_rescale_of_a_constant_matches_reference(reference, case) -> None:
         for name in outs:  # the constant's and the traced input's RESCALE
             assert got[name].dtype == ref[name].dtype
             np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} x64={x64}")
+
+
+def test_equations_share_one_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph's equations take the traceback of the trace's start (executor.one_traceback),
+    not a stack captured at each one; the caller's own context is back afterwards, and an
+    operator that fails while traced is still named in the error."""
+    from jax._src import source_info_util
+
+    from tosa_jax.lowering import LOWERINGS
+
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    xs = [jax.ShapeDtypeStruct(s.shape, s.np_dtype) for s in model.inputs]
+    before = source_info_util._source_info_context.context
+    eqns = jax.make_jaxpr(model.fn)(*xs).eqns
+    assert source_info_util._source_info_context.context is before
+    assert len(eqns) > 100
+    assert len({id(e.source_info.traceback) for e in eqns}) == 1
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("broken lowering")
+
+    monkeypatch.setitem(LOWERINGS, "TABLE", broken)
+    fresh = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)  # (JAX keeps traces by fn)
+    with pytest.raises(tosa_jax.TosaError, match="TABLE.*broken lowering"):
+        jax.make_jaxpr(fresh.fn)(*xs)
+    assert source_info_util._source_info_context.context is before
