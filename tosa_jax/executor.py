@@ -541,6 +541,7 @@ def one_traceback() -> Iterator[None]:
     the first frame outside JAX (an MLIR location that ``model.without_locations`` strips
     again). A graph's equations are attributed to TOSA operators by the executor, not by line.
     Where this JAX has no such context (a private API), tracing is left as it is."""
+    holder = before = None
     try:
         from jax._src import source_info_util
         from jax._src.lib import xla_client
@@ -548,13 +549,13 @@ def one_traceback() -> Iterator[None]:
         holder = source_info_util._source_info_context
         before = holder.context
         holder.context = before.replace(traceback=xla_client.Traceback.get_traceback())
-    except Exception:  # another JAX
-        yield
-        return
+    except Exception:  # another JAX: its own way
+        holder = None
     try:
         yield
     finally:
-        holder.context = before
+        if holder is not None:
+            holder.context = before
 
 
 def graph_function(graph: Graph, requires: bool = False, checks: Sequence[Any] | None = None,

@@ -136,3 +136,18 @@ def test_equations_share_one_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(tosa_jax.TosaError, match="TABLE.*broken lowering"):
         jax.make_jaxpr(fresh.fn)(*xs)
     assert source_info_util._source_info_context.context is before
+
+
+def test_one_traceback_without_the_private_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where JAX has no such module (another version), a graph traces as JAX would."""
+    import sys
+
+    import jax._src
+
+    monkeypatch.delattr(jax._src, "source_info_util")  # (JAX's own modules keep theirs)
+    monkeypatch.setitem(sys.modules, "jax._src.source_info_util", None)
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
+    xs = [jax.ShapeDtypeStruct(s.shape, s.np_dtype) for s in model.inputs]
+    eqns = jax.make_jaxpr(model.fn)(*xs).eqns
+    assert len(eqns) > 100
+    assert len({id(e.source_info.traceback) for e in eqns}) > 1  # JAX's own, per equation
