@@ -145,3 +145,51 @@ def test_long_axes_float(reference, dtype: str, nan_mode: str) -> None:
                 np.testing.assert_array_equal(np.asarray(got[name]).astype(np.float32),
                                               want[name].astype(np.float32),
                                               err_msg=f"{shape} {name} numpy={numpy_floats}")
+
+
+@pytest.mark.parametrize("dtype", ["FP32", "BF16"])
+def test_long_axes_float_sum(reference, dtype: str) -> None:
+    """REDUCE_SUM of FP32 and BF16 over long axes (in blocks: numerics.blocked_reduce, any order
+    of the sum being compliant) within the dot-product bound of the reference model's FP64
+    result, ks * 2**-23 * sum|x| (BF16: plus the output's rounding), on XLA and the numpy
+    program; and XLA CPU's program has no reduce_window (the form it runs element by
+    element) where a 1,024-long sum feeds an elementwise user (a group norm's mean)."""
+    import ml_dtypes
+
+    np_t = {"FP32": np.float32, "BF16": ml_dtypes.bfloat16}[dtype]
+    for shape in LONG:
+        x = (RNG.standard_normal(shape) * RNG.choice([1e-3, 1.0, 1e3], shape)).astype(np_t)
+        x[0, :, 0] = -0.0
+        b = GraphBuilder()
+        i = b.input("x", shape, dtype)
+        outs = [b.op("REDUCE_SUM", [i], tuple(1 if j == a else d for j, d in enumerate(shape)),
+                     dtype, name=f"sum{a}", axis=a) for a in range(3)]
+        data = tosa_jax.write(b.build(outs))
+        want = reference(data, {"x": x}, outs, precise=True)
+        x64 = x.astype(np.float64)
+        for numpy_floats in (False, True):
+            got = tosa_jax.load(data, cache=False, numpy_floats=numpy_floats).run({"x": x})
+            for a, name in enumerate(outs):
+                ours = np.asarray(got[name]).astype(np.float64)
+                exact = np.asarray(want[name]).astype(np.float64)
+                bound = shape[a] * 2.0**-23 * np.sum(np.abs(x64), axis=a, keepdims=True)
+                if dtype == "BF16":
+                    bound = bound + 2.0**-8 * np.abs(exact)
+                assert np.all(np.abs(ours - exact) <= bound), (shape, name, numpy_floats)
+    # (a float convolution first: such graphs compile without YNNPACK's reduce fusions,
+    # model.xla_options, and there XLA CPU rewrites a long reduction into a reduce_window)
+    b = GraphBuilder()
+    i = b.input("x", (1, 32, 32, 32), "FP32")
+    zero = b.const(np.zeros(1, np.float32), "FP32")
+    y = b.op("CONV2D", [i, b.const(RNG.standard_normal((32, 1, 1, 32)).astype(np.float32),
+                                   "FP32"), b.const(np.zeros(32, np.float32), "FP32"),
+                        zero, zero], (1, 32, 32, 32), "FP32", pad=(0, 0, 0, 0), stride=(1, 1),
+             dilation=(1, 1), acc_type="FP32", local_bound=False)
+    g = b.op("RESHAPE", [y, b.const([1, 1024, 8, 4], "SHAPE")], (1, 1024, 8, 4), "FP32")
+    total = b.op("REDUCE_SUM", [b.op("REDUCE_SUM", [g], (1, 1024, 8, 1), "FP32", axis=3)],
+                 (1, 1, 8, 1), "FP32", axis=1)
+    centred = b.op("SUB", [g, total], (1, 1024, 8, 4), "FP32")
+    model = tosa_jax.load(b.build([centred]), cache=False)
+    x = RNG.standard_normal((1, 32, 32, 32)).astype(np.float32)
+    model.compile(x)
+    assert "reduce-window" not in next(iter(model._executables.values())).exe.as_text()
