@@ -487,12 +487,14 @@ def lax_binary(f: Any, a: Any, b: Any) -> Array | None:
 # chain over the blocks (not a second reduction, which XLA would merge with the first), is
 # vectorised: a softmax's maximum over 128 keys, [1, 2, 128, 128] FP32 (bert_tiny's), 35.7 ->
 # 17.2 us (Xeon, 2026-11-28). Float sums too (REDUCE_SUM's float results may take any order of
-# the sum: its compliance is a dot product's bound). Their chain over the blocks is computed
-# once (fusion_boundary on its bits): else XLA copies the chain, up to 31 additions, into every
-# element of the fusion that reads the sum (a group norm's normalization, unet_fp32's, 35 ->
-# 106 us each); with it, unet_fp32's 22 group-norm reduce_windows (277 us of a 3.0 ms call)
-# are gone: batch 1 2.76-2.81 -> 2.53-2.67 ms (medians, three interleaved rounds), evaluate
-# 714-757 -> 802-822 samples/s; the other float graphs within noise.
+# the sum: its compliance is a dot product's bound), but the blocks' sums are computed once
+# (fusion_boundary on their bits) and summed by a second reduction: a chain over the blocks is
+# copied by XLA, up to 31 additions, into every element of the fusion that reads the sum (a
+# group norm's normalization, unet_fp32's, 35 -> 106 us each), and with a boundary after it
+# still cost 60 equations to trace a sum (unet_fp32 trace + lower 70 -> 93 ms; 73 this way).
+# unet_fp32's 22 group-norm reduce_windows (277 us of a 3.0 ms call) are gone: batch 1
+# 2.76-2.81 -> 2.53-2.67 ms (medians, three interleaved rounds), evaluate 714-757 -> 802-822
+# samples/s; the other float graphs within noise.
 REDUCE_BLOCK = 32
 _BLOCKED = {"max": (lax.reduce_max, lax.max), "min": (lax.reduce_min, lax.min),
             "or": (lax.reduce_or, lax.bitwise_or), "and": (lax.reduce_and, lax.bitwise_and),
@@ -538,13 +540,16 @@ def blocked_reduce(x: Any, kind: str, axis: int) -> Array:
                (axis + 1,))
     if blocks > REDUCE_BLOCK:
         return blocked_reduce(x, kind, axis)
+    if kind == "sum" and jnp.issubdtype(x.dtype, jnp.floating):
+        # the blocks' sums computed once (fusion_boundary on their bits), then summed by a
+        # second reduction, which XLA cannot merge with the first across the boundary
+        bits = jnp.dtype(f"int{8 * x.dtype.itemsize}")
+        x = lax.bitcast_convert_type(fusion_boundary(lax.bitcast_convert_type(x, bits)),
+                                     x.dtype)
+        return lax.expand_dims(reduce(x, (axis,)), (axis,))
     acc = lax.slice_in_dim(x, 0, 1, axis=axis)
     for i in range(1, blocks):
         acc = combine(acc, lax.slice_in_dim(x, i, i + 1, axis=axis))
-    if kind == "sum" and blocks > 1 and jnp.issubdtype(acc.dtype, jnp.floating):
-        bits = jnp.dtype(f"int{8 * acc.dtype.itemsize}")
-        acc = lax.bitcast_convert_type(
-            fusion_boundary(lax.bitcast_convert_type(acc, bits)), acc.dtype)
     return acc
 
 
