@@ -118,10 +118,10 @@ def _accumulator(block: Block, op: Operator, r: list[Range], weight_taps: Callab
     xzp, wzp = _scalar(block, op.inputs[3]), _scalar(block, op.inputs[4])
     if w is None or bias is None or xzp is None or wzp is None or np.size(w) == 0:
         return None
-    if np.asarray(w).dtype.kind not in "iu":
+    w = np.asarray(w)
+    if w.dtype.kind not in "iu":
         return None
     x = max(abs(r[0][0] - xzp), abs(r[0][1] - xzp))
-    w = np.asarray(w)
     # |w - wzp| of an 8-bit weight and a zero point of 9 bits fits int16: temporaries of half
     # int32's bytes, and numpy's int16 loops (mobilenetv2_int8's 3.4 M weights: about 6 ms
     # less of its tracing); 16-bit weights: int32
