@@ -110,7 +110,11 @@ def entry_of(compiled: Any) -> dict[str, Any] | None:
     """The host entry of a JAX-compiled executable (``jax.stages.Compiled``, called on the JAX
     side), or None unless it is a one-device executable whose parameters are the flat
     arguments and whose results the flat outputs, in order, of CARRIED_NUMPY types and
-    row-major."""
+    row-major. The weights of a ``hoist.Weighted`` executable, its first parameters, are kept
+    in the entry (``weights``): the caller passes the others."""
+    weights = compiled.host_weights() if hasattr(compiled, "host_weights") else []
+    if weights:
+        compiled = compiled.exe
     try:
         args, kwargs = compiled.in_avals
         ins, outs = _leaves(args), _leaves(compiled.out_info)
@@ -125,7 +129,8 @@ def entry_of(compiled: Any) -> dict[str, Any] | None:
             return None
         return {"exe": seqcompile.executable_bytes(compiled) or exe.serialize(),
                 "args": [[list(a.shape), str(a.dtype)] for a in ins],
-                "outs": [[list(a.shape), str(a.dtype)] for a in outs]}
+                "outs": [[list(a.shape), str(a.dtype)] for a in outs],
+                **({"weights": weights} if weights else {})}
     except Exception:
         return None
 
@@ -297,7 +302,10 @@ class HostExecutable:
         if (len(self.exe.get_parameter_layouts()) != len(entry["args"])
                 or len(self.exe.get_output_layouts()) != len(entry["outs"])):
             raise ValueError("the executable does not match its entry")
-        self.args = [(tuple(s), np.dtype(d)) for s, d in entry["args"]]
+        params = [(tuple(s), np.dtype(d)) for s, d in entry["args"]]
+        weights = list(entry.get("weights", ()))
+        # the caller's arrays: the parameters after the weights (hoist.Weighted)
+        self.args = params[len(weights):]
         self.outs = [(tuple(s), np.dtype(d)) for s, d in entry["outs"]]
         self.tier, self.need, self.calls = entry.get("tier", 1), entry.get("need", 0), 0
         sharding = _sharding_class(_jax, _hlo)(self.device)
@@ -305,25 +313,32 @@ class HostExecutable:
         self._handlers = [_jax.array_result_handler(_Aval(s, d), sharding, True,
                                                     _skip_checks=True) for s, d in self.outs]
         self._jax = _jax
+        self._weights = [self._buffer(w, shape, dtype, _Aval(shape, dtype), sharding)
+                         for w, (shape, dtype) in zip(weights, params[:len(weights)],
+                                                      strict=True)]
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         j = self._jax
         if len(arrays) != len(self.args):
             raise ValueError(f"expected {len(self.args)} arrays, got {len(arrays)}")
-        bufs = []
-        for a, (shape, dtype), (aval, sharding) in zip(arrays, self.args, self._put,
-                                                       strict=True):
-            a = np.asarray(a)
-            if not a.flags.c_contiguous:
-                a = a.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
-            if a.shape != shape or a.dtype != dtype:
-                raise ValueError(f"expected {dtype}{list(shape)}, got {a.dtype}{list(a.shape)}")
-            bufs.append(j.batched_device_put(aval, sharding, [a], [self.device],
-                                             enable_x64=False))
+        bufs = [*self._weights, *(self._buffer(a, shape, dtype, aval, sharding)
+                                  for a, (shape, dtype), (aval, sharding)
+                                  in zip(arrays, self.args, self._put, strict=True))]
         results = self.exe.execute_sharded(bufs).consume_with_handlers(self._handlers)
         return [_host_copy(r, shape, dtype) if dtype.name in _HOST_COPY
                 else _to_numpy(j.buffer_to_dlpack_managed_tensor(r), shape, dtype)
                 for r, (shape, dtype) in zip(results, self.outs, strict=True)]
+
+    def _buffer(self, a: Any, shape: tuple[int, ...], dtype: np.dtype, aval: Any,
+                sharding: Any) -> Any:
+        """``a`` on the device, as the parameter of this shape and dtype."""
+        a = np.asarray(a)
+        if not a.flags.c_contiguous:
+            a = a.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
+        if a.shape != shape or a.dtype != dtype:
+            raise ValueError(f"expected {dtype}{list(shape)}, got {a.dtype}{list(a.shape)}")
+        return self._jax.batched_device_put(aval, sharding, [a], [self.device],
+                                            enable_x64=False)
 
 
 def load_entry(store: CompileCache, key: dict[str, Any]) -> HostExecutable | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tosa_jax import hostexec, npexec
+from tosa_jax import hoist, hostexec, npexec
 from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import (
     TosaInputError,
@@ -318,9 +318,9 @@ class Model:
         # is (20 ms of cnn_int8's 94 ms lowering: jitted.lower re-traces part of it)
         traced, self._np_traced = self._np_traced, None
         with no_gc(), lowering_for(platform):
-            if traced is not None and traced[0] == (platform, self._signature(args)):
-                return without_locations(traced[1].lower())
-            return without_locations(self._jitted(platform).lower(*args))
+            if traced is None or traced[0] != (platform, self._signature(args)):
+                traced = (None, self._jitted(platform).trace(*args))
+            return without_locations(hoist.lower(traced[1], args))
 
     def _jitted(self, platform: str) -> Any:
         """The graph function jitted for ``platform``; its functions are built here where the
@@ -1254,11 +1254,13 @@ def _serialize(exe: Any) -> dict[str, Any] | None:
     """A compiled executable as a picklable payload (None where the backend cannot)."""
     from tosa_jax import seqcompile
 
+    weighted = isinstance(exe, hoist.Weighted)
     try:
-        blob, in_tree, out_tree = seqcompile.serialize(exe)
+        blob, in_tree, out_tree = seqcompile.serialize(exe.exe if weighted else exe)
     except Exception:
         return None
-    return {"exe": blob, "in_tree": in_tree, "out_tree": out_tree}
+    return {"exe": blob, "in_tree": in_tree, "out_tree": out_tree,
+            **({"weights": exe.host_weights()} if weighted else {})}
 
 
 def _deserialize(entry: dict[str, Any], args: tuple[Any, ...],
@@ -1273,9 +1275,11 @@ def _deserialize(entry: dict[str, Any], args: tuple[Any, ...],
         devices = devices or [default_device or jax.devices()[0]]
         # The executable runs on these devices only (by default JAX would take every device
         # of the backend, and expect that many shards of each argument).
-        return serialize_executable.deserialize_and_load(
+        exe = serialize_executable.deserialize_and_load(
             entry["exe"], entry["in_tree"], entry["out_tree"], backend=devices[0].client,
             execution_devices=devices)
+        weights = entry.get("weights")
+        return exe if weights is None else hoist.Weighted.placed(exe, weights)
     except Exception:
         return None
 

@@ -1,0 +1,117 @@
+"""Convolution kernels as arguments of the executable (tosa_jax.hoist): which constants are
+taken out, and the same results as the reference model from every path that runs the
+executable (compiled here, JAX's cache entry, the host path's entry)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import tosa_jax
+from tosa_jax import hoist, hostexec, serialization
+from tosa_jax.cache import flush
+from tosa_jax.ir import GraphBuilder
+
+
+@pytest.fixture(autouse=True)
+def _xla_executables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first call runs XLA's executable, not the graph's numpy program (tosa_jax.npexec)."""
+    monkeypatch.setenv("TOSA_JAX_NPEXEC", "0")
+
+
+def _conv(dtype: str) -> tuple[bytes, np.ndarray, list[str]]:
+    """A 3x3 CONV2D of 128 x 64 channels (an int8 kernel of 72 KiB, FP32 288 KiB) and a 1x1
+    one of a small kernel (stays a constant) on the same input: the graph's bytes, an input,
+    the outputs' names."""
+    rng = np.random.default_rng(3)
+    b = GraphBuilder()
+    integer = dtype == "INT8"
+    acc = "INT32" if integer else "FP32"
+    x = b.input("x", (1, 8, 8, 64), dtype)
+    if integer:
+        w = rng.integers(-128, 128, (128, 3, 3, 64)).astype(np.int8)
+        small = rng.integers(-128, 128, (4, 1, 1, 64)).astype(np.int8)
+        bias, zps = rng.integers(-1000, 1000, 128), ([-3], [0])
+        xv = rng.integers(-128, 128, (1, 8, 8, 64)).astype(np.int8)
+    else:
+        w = rng.standard_normal((128, 3, 3, 64)).astype(np.float32) / 24
+        small = rng.standard_normal((4, 1, 1, 64)).astype(np.float32)
+        bias, zps = rng.standard_normal(128), ([0], [0])
+        xv = rng.standard_normal((1, 8, 8, 64)).astype(np.float32)
+    attrs = {"pad": (1, 1, 1, 1), "stride": (1, 1), "dilation": (1, 1), "acc_type": acc,
+             "local_bound": False}
+    y = b.op("CONV2D", [x, b.const(w, dtype), b.const(bias, acc), b.const(zps[0], dtype),
+                        b.const(zps[1], dtype)], (1, 8, 8, 128), acc, **attrs)
+    z = b.op("CONV2D", [x, b.const(small, dtype), b.const(bias[:4], acc),
+                        b.const(zps[0], dtype), b.const(zps[1], dtype)],
+             (1, 8, 8, 4), acc, **{**attrs, "pad": (0, 0, 0, 0)})
+    return serialization.write(b.build([y, z])), xv, [y, z]
+
+
+def _slot_exe(model: tosa_jax.Model):
+    (slot,) = model._executables.values()
+    return slot.exe
+
+
+def test_large_kernels_are_taken_out() -> None:
+    """Only a constant of MIN_BYTES or more read only as convolution kernels is taken out."""
+    big = np.ones((3, 3, 64, 128), np.float32)  # 288 KiB
+    small = np.ones((1, 1, 8, 8), np.float32)
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def conv(x, w):
+        return lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dn)
+
+    x = jnp.zeros((1, 4, 4, 64), np.float32)
+    cases = [(lambda x: conv(x, big), 1),
+             (lambda x: (conv(x, big), conv(x, big)), 1),  # one constant, read twice
+             (lambda x: conv(x[..., :8], small), 0),
+             (lambda x: conv(x, big).sum() + jnp.asarray(big).sum(), 0),  # folded elsewhere
+             (lambda x: x @ big.reshape(-1, 128)[:64], 0)]  # a product's operand
+    for f, n in cases:
+        closed = jax.make_jaxpr(f)(x)
+        taken = hoist.picked(closed)
+        assert len(taken) == n
+        assert all(closed.consts[i].nbytes >= hoist.MIN_BYTES for i in taken)
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "FP32"])
+def test_kernels_as_arguments_from_every_path(dtype: str, tmp_path: Path, reference,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference model's integers (FP32: the executable's bits with the kernel a constant,
+    and the reference model's FP64 result within 1e-5) from the executable compiled here, the
+    host path's cache entry and JAX's cache entry; the module holds the kernel no more."""
+    data, x, outs = _conv(dtype)
+    first = tosa_jax.load(data, cache=tmp_path)
+    y1 = [np.asarray(y) for y in first(x)]
+    exe = _slot_exe(first)
+    assert isinstance(exe, hoist.Weighted) and len(exe.weights) == 1
+    assert len(exe.as_text()) < exe.weights[0].nbytes  # not a literal of the program
+    flush()
+    host = tosa_jax.load(data, cache=tmp_path)
+    y2 = host(x)
+    assert isinstance(host._host, hostexec.HostExecutable) and len(host._host._weights) == 1
+    on_jax = tosa_jax.load(data, cache=tmp_path, device=jax.devices()[0])
+    y3 = on_jax(jax.device_put(x))
+    assert on_jax.compile_source == "cache" and isinstance(_slot_exe(on_jax), hoist.Weighted)
+    for ys in (y2, y3):
+        for y, want in zip(ys, y1, strict=True):
+            np.testing.assert_array_equal(np.asarray(y), want)
+    if dtype == "INT8":
+        got = reference(data, {"x": x}, outs)
+        for y, name in zip(y1, outs, strict=True):
+            np.testing.assert_array_equal(y, got[name])
+    else:
+        monkeypatch.setattr(hoist, "MIN_BYTES", 1 << 62)
+        plain = tosa_jax.load(data, cache=False)
+        for y, want in zip(plain(x), y1, strict=True):
+            np.testing.assert_array_equal(np.asarray(y), want)
+        assert not isinstance(_slot_exe(plain), hoist.Weighted)
+        got = reference(data, {"x": x}, outs, precise=True)
+        for y, name in zip(y1, outs, strict=True):
+            np.testing.assert_allclose(y, got[name], rtol=1e-5, atol=1e-5)
