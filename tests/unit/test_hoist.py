@@ -115,3 +115,19 @@ def test_kernels_as_arguments_from_every_path(dtype: str, tmp_path: Path, refere
         got = reference(data, {"x": x}, outs, precise=True)
         for y, name in zip(y1, outs, strict=True):
             np.testing.assert_allclose(y, got[name], rtol=1e-5, atol=1e-5)
+
+
+def test_without_the_private_jit_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where JAX's jit primitive is not the one expected (private API), the kernels are still
+    taken out, the jaxpr evaluated equation by equation: the same bits."""
+    data, x, _ = _conv("FP32")
+    want = tosa_jax.load(data, cache=False)(x)
+
+    def broken(*args):
+        raise TypeError("jit() got an unexpected keyword argument")
+
+    monkeypatch.setattr(hoist, "_jit_call", lambda *a: broken)
+    model = tosa_jax.load(data, cache=False)
+    for y, w in zip(model(x), want, strict=True):
+        np.testing.assert_array_equal(np.asarray(y), np.asarray(w))
+    assert isinstance(_slot_exe(model), hoist.Weighted)
