@@ -1,21 +1,21 @@
-"""Convolution weights as arguments of the executable, not constants of its program.
+"""Weights as arguments of the executable, not constants of its program.
 
 A graph's weights reach the traced function as numpy constants, and JAX writes each one into the
 StableHLO module as a literal. XLA then parses, copies and checks every literal when it compiles
 the module, and again when it rebuilds a cached executable: 12 MB of resnet_fp32's weights were
-a third of its compile and most of the rebuild (bench: compile 357 -> 235 ms, rebuild of the
-serialized executable 43 -> 10 ms, xeon, 2026-11-28).
+a third of its compile and most of the rebuild (compile 357 -> 235 ms, rebuild of the
+serialized executable 43 -> 10 ms, Xeon, 2026-11-28).
 
-Only the kernels of convolutions are taken out, and only large ones (MIN_BYTES): a kernel is
-read by XLA's convolution as it is, so the executable computes the same bits with it as a
-parameter. A matrix product's constant operand is not taken: XLA lays a constant out for its
-dot kernel at compile time, and as a parameter it ran slower and rounded differently
-(bert_tiny_fp32 batch 1 1.11 -> 1.39 ms). Nor are constants that other operations read, which
-XLA would otherwise fold.
+Only kernels are taken out, the operands that XLA's convolutions and matrix products read as
+they are, and only large ones (MIN_BYTES): the executable computes the same bits with them as
+parameters (tests/unit/test_hoist.py; all 15 benchmark graphs). Constants that other operations
+read stay literals, for XLA to fold.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -25,28 +25,54 @@ import numpy as np
 MIN_BYTES = 64 * 1024
 
 
-def picked(closed: Any) -> list[int]:
-    """The indices of the constants of ``closed`` (a ClosedJaxpr) that are taken out: at least
-    MIN_BYTES, and read only as the kernel (operand 1) of convolutions of the top level."""
+def picked(closed: Any) -> dict[int, bool]:
+    """The constants of ``closed`` (a ClosedJaxpr) that are taken out, by index: those of
+    MIN_BYTES or more read only as kernels, the operand 1 of convolutions or of matrix products
+    (2-D, no batch dimension) of the top level; True for a product's [N, K] operand, which is
+    taken out transposed (``lower``)."""
     from jax._src import core
 
-    uses: dict[Any, list[tuple[str, int]]] = {}
+    uses: dict[Any, list[Any]] = {}
     for eqn in closed.jaxpr.eqns:
         for k, v in enumerate(eqn.invars):
             if isinstance(v, core.Var):
-                uses.setdefault(v, []).append((eqn.primitive.name, k))
+                uses.setdefault(v, []).append(_kernel_use(eqn, k))
     for v in closed.jaxpr.outvars:
         if isinstance(v, core.Var):
-            uses.setdefault(v, []).append(("output", 0))
-    return [i for i, (v, c) in enumerate(zip(closed.jaxpr.constvars, closed.consts, strict=True))
-            if isinstance(c, np.ndarray) and c.nbytes >= MIN_BYTES and uses.get(v)
-            and all(use == ("conv_general_dilated", 1) for use in uses[v])]
+            uses.setdefault(v, []).append(None)
+    taken = {}
+    for i, (v, c) in enumerate(zip(closed.jaxpr.constvars, closed.consts, strict=True)):
+        kinds = set(uses.get(v, [None]))
+        if isinstance(c, np.ndarray) and c.nbytes >= MIN_BYTES and len(kinds) == 1:
+            (kind,) = kinds
+            if kind is not None:
+                taken[i] = kind == "transposed"
+    return taken
+
+
+def _kernel_use(eqn: Any, k: int) -> str | None:
+    """How operand ``k`` of ``eqn`` is read: "kernel" (a convolution's kernel, a product's
+    [K, N] operand), "transposed" (a product's [N, K] operand), else None."""
+    if k != 1:
+        return None
+    if eqn.primitive.name == "conv_general_dilated":
+        return "kernel"
+    if eqn.primitive.name == "dot_general" and eqn.invars[1].aval.ndim == 2:
+        (_, contracting), (_, batch) = eqn.params["dimension_numbers"]
+        if not batch:
+            return {(0,): "kernel", (1,): "transposed"}.get(tuple(contracting))
+    return None
 
 
 def lower(traced: Any, args: tuple[Any, ...]) -> Any:
-    """``traced`` (``jax.jit(f).trace(*args)``) lowered with its convolution kernels as a
+    """``traced`` (``jax.jit(f).trace(*args)``) lowered with its kernels (``picked``) as a
     leading argument (``Lowered``, whose ``compile`` gives a ``Weighted``); as
-    ``traced.lower()`` where there is none to take out."""
+    ``traced.lower()`` where there is none to take out.
+
+    A matrix product's [N, K] constant is taken out as [K, N] (a copy), the product then
+    contracting its first dimension: as a parameter in its own layout, XLA CPU ran the product
+    as another kernel, slower and rounding differently (bert_tiny_fp32 batch 1 1.11 -> 1.41 ms);
+    transposed, the same bits as with the constant, as fast."""
     import jax
     from jax._src import core
 
@@ -57,10 +83,27 @@ def lower(traced: Any, args: tuple[Any, ...]) -> Any:
     if not taken:
         return traced.lower()
     jaxpr = closed.jaxpr
-    kept = [i for i in range(len(jaxpr.constvars)) if i not in set(taken)]
-    weights = [closed.consts[i] for i in taken]
-    inner = jaxpr.replace(constvars=[jaxpr.constvars[i] for i in kept],
-                          invars=[jaxpr.constvars[i] for i in taken] + list(jaxpr.invars))
+    eqns = list(jaxpr.eqns)
+    same = _duplicates(closed.consts, taken)
+    if same:  # one parameter for equal kernels
+        var = {jaxpr.constvars[i]: jaxpr.constvars[j] for i, j in same.items()}
+        eqns = [e.replace(invars=[var.get(a, a) if isinstance(a, core.Var) else a
+                                  for a in e.invars]) for e in eqns]
+    params, weights = [], []
+    for i, transposed in taken.items():
+        if i in same:
+            continue
+        v, w = jaxpr.constvars[i], closed.consts[i]
+        if transposed:
+            w = np.ascontiguousarray(w.T)
+            t = core.Var(core.ShapedArray(w.shape, w.dtype))
+            eqns = [_transposed(e, v, t) for e in eqns]
+            v = t
+        params.append(v)
+        weights.append(w)
+    kept = [i for i in range(len(jaxpr.constvars)) if i not in taken]  # (duplicates too)
+    inner = jaxpr.replace(constvars=[jaxpr.constvars[i] for i in kept], eqns=eqns,
+                          invars=params + list(jaxpr.invars))
     inner = core.ClosedJaxpr(inner, [closed.consts[i] for i in kept])
     shapes = [jax.ShapeDtypeStruct(w.shape, w.dtype) for w in weights]
 
@@ -72,13 +115,42 @@ def lower(traced: Any, args: tuple[Any, ...]) -> Any:
 
         return Lowered(jax.jit(fn).lower(shapes, *args), weights)
 
-    call = _jit_call(traced, inner, len(taken))
+    call = _jit_call(traced, inner, len(params))
     if call is not None:
         try:
             return lowered(call)
         except Exception:  # another JAX's jit primitive: the equations one by one
             pass
     return lowered(core.jaxpr_as_fun(inner))
+
+
+def _duplicates(consts: list[Any], taken: dict[int, bool]) -> dict[int, int]:
+    """{index: index of an earlier kernel of the same shape, type, bytes and use} among the
+    ``taken`` constants. ExecuTorch writes an unrolled LSTM's weights once per step: as
+    literals XLA keeps one copy of equal ones, as parameters each would be read (lstm_fp32's
+    30 copies of its 256 KiB recurrent weight, batch 1 0.11 -> 0.45 ms)."""
+    first: dict[tuple[Any, ...], int] = {}
+    same = {}
+    shapes = Counter((consts[i].shape, consts[i].dtype.str, t) for i, t in taken.items())
+    for i, t in taken.items():
+        w = consts[i]
+        if shapes[w.shape, w.dtype.str, t] < 2:
+            continue
+        key = (w.shape, w.dtype.str, t, hashlib.sha256(np.ascontiguousarray(w).data).digest())
+        j = first.setdefault(key, i)
+        if j != i and np.array_equal(consts[j], w):
+            same[i] = j
+    return same
+
+
+def _transposed(eqn: Any, v: Any, t: Any) -> Any:
+    """``eqn`` reading ``t`` (``v`` transposed) where it read ``v``: a product contracting the
+    kernel's first dimension instead of its second."""
+    if v not in eqn.invars:
+        return eqn
+    (lhs, _), batch = eqn.params["dimension_numbers"]
+    return eqn.replace(invars=[eqn.invars[0], t, *eqn.invars[2:]],
+                       params={**eqn.params, "dimension_numbers": ((lhs, (0,)), batch)})
 
 
 def _jit_call(traced: Any, closed: Any, n: int) -> Any:

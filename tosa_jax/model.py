@@ -320,7 +320,11 @@ class Model:
         with no_gc(), lowering_for(platform):
             if traced is None or traced[0] != (platform, self._signature(args)):
                 traced = (None, self._jitted(platform).trace(*args))
-            return without_locations(hoist.lower(traced[1], args))
+            # Kernels as arguments (tosa_jax.hoist) where measured: on the CPU. A GPU's
+            # convolutions may want their kernels in another layout, which XLA gives a literal
+            # once, at compile time, and an argument at every call.
+            lowered = hoist.lower(traced[1], args) if platform == "cpu" else traced[1].lower()
+            return without_locations(lowered)
 
     def _jitted(self, platform: str) -> Any:
         """The graph function jitted for ``platform``; its functions are built here where the

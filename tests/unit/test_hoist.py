@@ -59,25 +59,35 @@ def _slot_exe(model: tosa_jax.Model):
 
 
 def test_large_kernels_are_taken_out() -> None:
-    """Only a constant of MIN_BYTES or more read only as convolution kernels is taken out."""
+    """Only a constant of MIN_BYTES or more read only as a kernel is taken out: a
+    convolution's, or a matrix product's [K, N] operand (an [N, K] one transposed)."""
     big = np.ones((3, 3, 64, 128), np.float32)  # 288 KiB
     small = np.ones((1, 1, 8, 8), np.float32)
+    rows = np.ones((256, 64), np.float32)  # [N, K], 64 KiB
     dn = ("NHWC", "HWIO", "NHWC")
 
     def conv(x, w):
         return lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dn)
 
+    def dot(a, b, contracting):
+        return lax.dot_general(a, b, (((a.ndim - 1,), (contracting,)), ((), ())))
+
     x = jnp.zeros((1, 4, 4, 64), np.float32)
-    cases = [(lambda x: conv(x, big), 1),
-             (lambda x: (conv(x, big), conv(x, big)), 1),  # one constant, read twice
-             (lambda x: conv(x[..., :8], small), 0),
-             (lambda x: conv(x, big).sum() + jnp.asarray(big).sum(), 0),  # folded elsewhere
-             (lambda x: x @ big.reshape(-1, 128)[:64], 0)]  # a product's operand
-    for f, n in cases:
+    cases = [(lambda x: conv(x, big), {0: False}),
+             (lambda x: (conv(x, big), conv(x, big)), {0: False}),  # one constant, read twice
+             (lambda x: conv(x[..., :8], small), {}),
+             (lambda x: conv(x, big).sum() + jnp.asarray(big).sum(), {}),  # folded elsewhere
+             (lambda x: dot(x, rows.T.copy(), 0), {0: False}),
+             (lambda x: dot(x, rows, 1), {0: True}),
+             (lambda x: (dot(x, rows, 1), dot(x, rows * 2, 1)), {0: True, 1: True}),
+             # one constant read both ways: not taken
+             (lambda x: (dot(x, rows, 1), dot(jnp.tile(x[0, 0, 0], 4)[None], rows, 0)), {}),
+             (lambda x: dot(x, rows, 1) + jnp.asarray(rows).sum(), {}),
+             (lambda x: dot(rows, x[0, 0, 0], 0), {})]  # a product's first operand
+    for f, want in cases:
         closed = jax.make_jaxpr(f)(x)
-        taken = hoist.picked(closed)
-        assert len(taken) == n
-        assert all(closed.consts[i].nbytes >= hoist.MIN_BYTES for i in taken)
+        assert hoist.picked(closed) == want
+        assert all(closed.consts[i].nbytes >= hoist.MIN_BYTES for i in want)
 
 
 @pytest.mark.parametrize("dtype", ["INT8", "FP32"])
@@ -131,3 +141,27 @@ def test_without_the_private_jit_call(monkeypatch: pytest.MonkeyPatch) -> None:
     for y, w in zip(model(x), want, strict=True):
         np.testing.assert_array_equal(np.asarray(y), np.asarray(w))
     assert isinstance(_slot_exe(model), hoist.Weighted)
+
+
+def test_equal_kernels_are_one_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two CONST tensors of the same kernel (ExecuTorch writes an unrolled LSTM's weights once
+    per step) are one argument; a third, different, is another. 1x1 convolutions: matrix
+    products of [N, K] kernels, taken out transposed. The same bits as with literals."""
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((256, 1, 1, 128)).astype(np.float32)
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 8, 128), "FP32")
+    zero = b.const([0], "FP32")
+    outs = [b.op("CONV2D", [x, b.const(k, "FP32"), b.const(np.zeros(256), "FP32"), zero, zero],
+                 (1, 8, 8, 256), "FP32", pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1),
+                 acc_type="FP32", local_bound=False) for k in (w, w.copy(), w + 1)]
+    data = serialization.write(b.build(outs))
+    xv = rng.standard_normal((1, 8, 8, 128)).astype(np.float32)
+    model = tosa_jax.load(data, cache=False)
+    got = model(xv)
+    exe = _slot_exe(model)
+    assert isinstance(exe, hoist.Weighted) and len(exe.weights) == 2
+    assert [tuple(a.shape) for a in exe.weights] == [(128, 256)] * 2
+    monkeypatch.setattr(hoist, "MIN_BYTES", 1 << 62)
+    for y, want in zip(got, tosa_jax.load(data, cache=False)(xv), strict=True):
+        np.testing.assert_array_equal(np.asarray(y), np.asarray(want))
