@@ -192,14 +192,12 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
     x = [jax.device_put(a) for a in _load_inputs(work, len(model.inputs), False)]
     jax.block_until_ready(x)
 
-    # First call, from a loaded Model: trace, XLA compile, run. model.fn is what model(x) jits,
-    # compiled as Model does it (its XLA options; the garbage collector held off while
-    # tracing; the source locations dropped; a small graph without intra-op tasks).
-    f = jax.jit(model.fn)
-    platform = jax.devices()[0].platform
+    # First call, from a loaded Model: trace, XLA compile, run; the program model(x) compiles,
+    # lowered and compiled as Model does it (traced for this platform alone, the garbage
+    # collector held off while tracing, the source locations dropped, large kernels as
+    # arguments (tosa_jax.hoist); its XLA options; a small graph without intra-op tasks).
     t0 = time.perf_counter()
-    with no_gc(), lowering_for(platform):  # traced for this platform alone, as Model does
-        lowered = without_locations(f.lower(*x))
+    lowered = model._lower(tuple(x))
     t1 = time.perf_counter()
     compiled = compile_lowered(lowered, model.xla_options(tuple(x)),
                                sequential=model.sequential(tuple(x)))
@@ -238,6 +236,7 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
         # whole batch on device 0)
         chunk = auto_chunk(model, jax.devices()[0].platform, devices=1)
         fb = jax.jit(batched(model.fn, chunk))
+        platform = jax.devices()[0].platform
         t0 = time.perf_counter()
         with no_gc(), lowering_for(platform):
             lowered_b = without_locations(fb.lower(*xb))
