@@ -24,10 +24,11 @@ def _xla_executables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOSA_JAX_NPEXEC", "0")
 
 
-def _conv(dtype: str) -> tuple[bytes, np.ndarray, list[str]]:
+def _conv(dtype: str, magnitude: bool = False) -> tuple[bytes, np.ndarray, list[str]]:
     """A 3x3 CONV2D of 128 x 64 channels (an int8 kernel of 72 KiB, FP32 288 KiB) and a 1x1
     one of a small kernel (stays a constant) on the same input: the graph's bytes, an input,
-    the outputs' names."""
+    the outputs' names. ``magnitude`` (FP32): the same graph and input of absolute values,
+    whose results are the sums of |x w| and |bias| that bound a float convolution's error."""
     rng = np.random.default_rng(3)
     b = GraphBuilder()
     integer = dtype == "INT8"
@@ -43,6 +44,8 @@ def _conv(dtype: str) -> tuple[bytes, np.ndarray, list[str]]:
         small = rng.standard_normal((4, 1, 1, 64)).astype(np.float32)
         bias, zps = rng.standard_normal(128), ([0], [0])
         xv = rng.standard_normal((1, 8, 8, 64)).astype(np.float32)
+    if magnitude:
+        w, small, bias, xv = np.abs(w), np.abs(small), np.abs(bias), np.abs(xv)
     attrs = {"pad": (1, 1, 1, 1), "stride": (1, 1), "dilation": (1, 1), "acc_type": acc,
              "local_bound": False}
     y = b.op("CONV2D", [x, b.const(w, dtype), b.const(bias, acc), b.const(zps[0], dtype),
@@ -51,6 +54,17 @@ def _conv(dtype: str) -> tuple[bytes, np.ndarray, list[str]]:
                         b.const(zps[0], dtype), b.const(zps[1], dtype)],
              (1, 8, 8, 4), acc, **{**attrs, "pad": (0, 0, 0, 0)})
     return serialization.write(b.build([y, z])), xv, [y, z]
+
+
+def _within_dot_bound(reference, ys, data: bytes, magnitudes: bytes, x: np.ndarray,
+                      outs: list[str], terms: list[int]) -> None:
+    """Each FP32 output within the dot-product bound of the reference model's FP64 result:
+    (terms + 1) * 2**-23 * (sum |x w| + |bias|), the sums from the graph of ``magnitudes``."""
+    want = reference(data, {"x": x}, outs, precise=True)
+    mag = reference(magnitudes, {"x": np.abs(x)}, outs, precise=True)
+    for y, name, k in zip(ys, outs, terms, strict=True):
+        err = np.abs(np.asarray(y).astype(np.float64) - want[name])
+        assert np.all(err <= (k + 1) * 2.0**-23 * mag[name]), name
 
 
 def _slot_exe(model: tosa_jax.Model):
@@ -125,12 +139,15 @@ def test_kernels_as_arguments_from_every_path(dtype: str, tmp_path: Path, refere
         got = reference(data, {"x": x}, outs, precise=True)
         for y, name in zip(y1, outs, strict=True):
             np.testing.assert_allclose(y, got[name], rtol=1e-5, atol=1e-5)
+        _within_dot_bound(reference, y1, data, _conv(dtype, magnitude=True)[0], x, outs,
+                          [3 * 3 * 64, 64])
 
 
-def test_without_the_private_jit_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_private_jit_call(reference, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where JAX's jit primitive is not the one expected (private API), the kernels are still
-    taken out, the jaxpr evaluated equation by equation: the same bits."""
-    data, x, _ = _conv("FP32")
+    taken out, the jaxpr evaluated equation by equation: the same bits, within the reference
+    model's bound."""
+    data, x, outs = _conv("FP32")
     want = tosa_jax.load(data, cache=False)(x)
 
     def broken(*args):
@@ -141,27 +158,41 @@ def test_without_the_private_jit_call(monkeypatch: pytest.MonkeyPatch) -> None:
     for y, w in zip(model(x), want, strict=True):
         np.testing.assert_array_equal(np.asarray(y), np.asarray(w))
     assert isinstance(_slot_exe(model), hoist.Weighted)
+    _within_dot_bound(reference, model(x), data, _conv("FP32", magnitude=True)[0], x, outs,
+                      [3 * 3 * 64, 64])
 
 
-def test_equal_kernels_are_one_argument(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two CONST tensors of the same kernel (ExecuTorch writes an unrolled LSTM's weights once
-    per step) are one argument; a third, different, is another. 1x1 convolutions: matrix
-    products of [N, K] kernels, taken out transposed. The same bits as with literals."""
+def _equal_kernels(magnitude: bool = False) -> tuple[bytes, np.ndarray, list[str]]:
+    """Three 1x1 CONV2Ds of one input: two CONST tensors of the same [256, 1, 1, 128] kernel and
+    a different one (``magnitude``: of absolute values, as ``_conv``'s)."""
     rng = np.random.default_rng(4)
     w = rng.standard_normal((256, 1, 1, 128)).astype(np.float32)
+    xv = rng.standard_normal((1, 8, 8, 128)).astype(np.float32)
+    kernels = [w, w.copy(), w + 1]
+    if magnitude:
+        kernels, xv = [np.abs(k) for k in kernels], np.abs(xv)
     b = GraphBuilder()
     x = b.input("x", (1, 8, 8, 128), "FP32")
     zero = b.const([0], "FP32")
     outs = [b.op("CONV2D", [x, b.const(k, "FP32"), b.const(np.zeros(256), "FP32"), zero, zero],
                  (1, 8, 8, 256), "FP32", pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1),
-                 acc_type="FP32", local_bound=False) for k in (w, w.copy(), w + 1)]
-    data = serialization.write(b.build(outs))
-    xv = rng.standard_normal((1, 8, 8, 128)).astype(np.float32)
+                 acc_type="FP32", local_bound=False) for k in kernels]
+    return serialization.write(b.build(outs)), xv, outs
+
+
+def test_equal_kernels_are_one_argument(reference, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two CONST tensors of the same kernel (ExecuTorch writes an unrolled LSTM's weights once
+    per step) are one argument; a third, different, is another. 1x1 convolutions: matrix
+    products of [N, K] kernels, taken out transposed. The same bits as with literals, within
+    the reference model's bound."""
+    data, xv, outs = _equal_kernels()
     model = tosa_jax.load(data, cache=False)
     got = model(xv)
     exe = _slot_exe(model)
     assert isinstance(exe, hoist.Weighted) and len(exe.weights) == 2
     assert [tuple(a.shape) for a in exe.weights] == [(128, 256)] * 2
+    _within_dot_bound(reference, got, data, _equal_kernels(magnitude=True)[0], xv, outs,
+                      [128] * 3)
     monkeypatch.setattr(hoist, "MIN_BYTES", 1 << 62)
     for y, want in zip(got, tosa_jax.load(data, cache=False)(xv), strict=True):
         np.testing.assert_array_equal(np.asarray(y), np.asarray(want))
