@@ -58,14 +58,24 @@ _NOT_FOLDED = frozenset({"cond", "while", "scan", "iota", "reduce_window"})
 MAX_MACS = 100_000_000  # integer multiply-adds a call: not traced for numpy above
 MAX_ELEMENTS = 1 << 20  # in the largest tensor
 # The estimate (ns): a numpy call's own cost, then per element written and per multiply-add
-# (the products run in float64 by the BLAS, operands converted and a convolution's patches
-# copied first); fitted on the fixtures and the zoo's integer graphs, within a factor of 2.
+# (the products run by the BLAS, operands converted and a convolution's patches copied first);
+# fitted on the fixtures and the zoo's integer graphs, within a factor of 2.
 _NS_CALL, _NS_ELEMENT, _NS_MAC = 4_000, 1.0, 1.0
-# float64 holds every integer below 2^53 exactly: an integer matrix product whose partial sums
-# all stay below this in magnitude (max|a| * max|b| * K) is computed exactly by the BLAS in
-# float64 (far faster than numpy's integer loops), then wrapped to the result type as XLA's
-# integer arithmetic wraps.
+# float64 holds every integer below 2^53 exactly, float32 every one below 2^24: an integer
+# matrix product whose partial sums all stay below this in magnitude (max|a| * max|b| * K) is
+# computed exactly by the BLAS in that type, whatever its order of summation (far faster than
+# numpy's integer loops; float32 twice float64's speed), then wrapped to the result type as
+# XLA's integer arithmetic wraps.
 _EXACT_F64 = float(2 ** 53)
+_EXACT_F32 = float(2 ** 24)
+# The BLAS's products are cut into tiles of at most this many multiply-adds (m * n * k), run
+# one after another on the calling thread. numpy's OpenBLAS hands a product larger than this
+# (its threshold, 65,536 * 4) to its worker threads, and where the other cores are busy (the
+# optimized XLA compile runs beside a model's numpy calls) the caller waits for a worker to be
+# scheduled. Measured 2026-11-28 (2-core Xeon), interleaved fresh processes: bert_tiny_int8's
+# calls 4-6 from an empty cache, while XLA compiles, 37-182 -> 28-34 ms; its first result from
+# the cache with the other core busy 65-173 -> 59-62 ms; idle, within noise (60-67, 61-64).
+BLAS_TILE_MACS = 1 << 18
 
 
 def enabled() -> bool:
@@ -760,19 +770,39 @@ def _argminmax(f: Callable[..., Any]) -> Callable[..., Any]:
     return kernel
 
 
+def _blas_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for float operands [..., M, K] and [..., K, N] of one type, in tiles of at most
+    BLAS_TILE_MACS multiply-adds (each on the calling thread): each result element is the dot
+    product of a row and a column, summed in the BLAS's order for the tile's size (exact for
+    _matmul's integers)."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if m * n * k <= BLAS_TILE_MACS:
+        return np.matmul(a, b)
+    out = np.empty((*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), m, n), a.dtype)
+    tn = n if k * n <= BLAS_TILE_MACS else max(1, BLAS_TILE_MACS // k)
+    tm = max(1, BLAS_TILE_MACS // (k * tn))
+    for i in range(0, m, tm):
+        for j in range(0, n, tn):
+            np.matmul(a[..., i:i + tm, :], b[..., :, j:j + tn], out=out[..., i:i + tm, j:j + tn])
+    return out
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, out: np.dtype) -> np.ndarray:
     """a @ b (batched) as XLA's: integers exact and wrapped to ``out``; floats accumulated in
     float32 (float64 for float64), the BLAS's summation order."""
     if is_float(out) or is_float(a.dtype) or is_float(b.dtype):
         acc = np.float64 if out.itemsize == 8 else np.float32
-        return np.matmul(a.astype(acc, copy=False), b.astype(acc, copy=False)).astype(
+        return _blas_matmul(a.astype(acc, copy=False), b.astype(acc, copy=False)).astype(
             out, copy=False)
     if a.size == 0 or b.size == 0:
         return np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(out)
     amax = float(max(-int(a.min()), int(a.max())))
     bmax = float(max(-int(b.min()), int(b.max())))
-    if amax * bmax * a.shape[-1] < _EXACT_F64:
-        r = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    bound = amax * bmax * a.shape[-1]
+    if bound < _EXACT_F64:
+        acc = np.float32 if bound < _EXACT_F32 else np.float64
+        r = _blas_matmul(a.astype(acc), b.astype(acc))
         return r.astype(np.int64).astype(out)
     return np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(out)
 

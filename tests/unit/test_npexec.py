@@ -104,6 +104,37 @@ def test_dot_general(big):
                 a[0], full_range((5, 7, 2), dtype))
 
 
+@pytest.mark.parametrize("k, acc", [(64, np.float32), (1040, np.float32), (1041, np.float64)])
+def test_tiled_products(monkeypatch, k, acc):
+    """Integer products computed by the BLAS in tiles (cut along M, and along N where K * N
+    exceeds a tile), batched: XLA's integers. With every term 127 * 127, K = 1040 sums to
+    16,774,160, just below 2**24, in float32; K = 1041 to 16,790,289, odd and above 2**24,
+    which float32 cannot hold: float64."""
+    monkeypatch.setattr(npexec, "BLAS_TILE_MACS", 1000)
+    seen = []
+    blas = npexec._blas_matmul
+    monkeypatch.setattr(npexec, "_blas_matmul", lambda u, v: seen.append(u.dtype) or blas(u, v))
+    a, b = full_range((2, 37, k), np.int8), full_range((2, k, 23), np.int8)
+    if k > 64:
+        a, b = np.full((2, 5, k), 127, np.int8), np.full((2, k, 3), 127, np.int8)
+    same_as_xla(lambda u, v: lax.dot_general(u, v, (((2,), (1,)), ((0,), (0,))),
+                                             preferred_element_type=jnp.int32), a, b)
+    assert seen == [acc]
+    wide = full_range((16, 500), np.int32)  # max|a| max|b| K > 2**53: int64, no BLAS
+    same_as_xla(lambda u, v: lax.dot_general(u, v, (((1,), (0,)), ((), ()))),
+                full_range((5, 16), np.int32), wide)
+    assert seen == [acc]
+
+
+def test_tiles_are_the_whole_product(monkeypatch):
+    """Float products in tiles (their sums in the BLAS's order for the tile's size)."""
+    monkeypatch.setattr(npexec, "BLAS_TILE_MACS", 1000)
+    a = RNG.standard_normal((2, 37, 64))
+    for b in (RNG.standard_normal((64, 23)), RNG.standard_normal((2, 64, 500))):
+        np.testing.assert_allclose(npexec._blas_matmul(a, b), np.matmul(a, b), rtol=1e-12,
+                                   atol=1e-12)
+
+
 @pytest.mark.parametrize("groups", [1, 3])
 def test_convolution(groups):
     x = full_range((2, 9, 8, 6), np.int8)  # NHWC
