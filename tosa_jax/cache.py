@@ -13,8 +13,11 @@ Bounded: ``$TOSA_JAX_CACHE_MAX_BYTES`` (default 1 GiB); the least recently used 
 ``tosa-jax cache`` shows and clears it.
 
 Entries are files written atomically (a temporary file, then ``os.replace``) with a header that
-holds the full key and a SHA-256 of the payload. A truncated, damaged or foreign entry (another
-key, another format) is removed and rebuilt, never loaded. The payload is JAX's own
+holds the full key and a CRC-32 of the rest. A truncated, damaged or foreign entry (another
+key, another format) is removed and rebuilt, never loaded. (The check is against damage: a
+digest in the same file would not stop whoever can write the directory.) The payload's numpy
+arrays (weights) are stored beside its pickle, aligned, and read back as views of the file's
+bytes, not copied out of them. The payload is JAX's own
 serialization of native code, like JAX's own compilation cache: the directory is created
 private to the user (mode 0700) and only entries this module wrote are read.
 
@@ -31,14 +34,20 @@ import os
 import pickle
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-MAGIC = b"TOSAJAXC1\n"
+MAGIC = b"TOSAJAXC2\n"
 SUFFIX = ".xla"
+# An entry: MAGIC, the key's length (4 bytes) and text, the CRC-32 of the rest (4), the number
+# of arrays (4), the pickle's length (8) and each array's (8), the pickle (protocol 5, its
+# arrays out of band), then each array's bytes at a file offset that is a multiple of ALIGN
+# (what XLA's CPU client takes without a copy). Integers little-endian.
+ALIGN = 64
 DEFAULT_MAX_BYTES = 1 << 30
 
 
@@ -141,7 +150,7 @@ class CompileCache:
         path = self.path(key)
         _wait(path)
         try:
-            data = path.read_bytes()
+            data = _read_aligned(path)
         except OSError:
             return None
         payload = self._decode(data, self.key_text(key))
@@ -158,11 +167,10 @@ class CompileCache:
         """Store ``payload`` (picklable) under ``key``; errors (read-only disk...) are ignored:
         a cache that cannot be written only costs the next process a compile."""
         try:
-            body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
             key_text = self.key_text(key)
-            header = MAGIC + len(key_text).to_bytes(4, "little") + key_text
-            data = header + hashlib.sha256(body).digest() + body
-            if len(data) > self.max_bytes:
+            parts = _encode(payload, MAGIC + len(key_text).to_bytes(4, "little") + key_text)
+            size = sum(len(b) for b in parts)
+            if size > self.max_bytes:
                 return
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             import tempfile  # (here: its import takes milliseconds a load from the cache skips)
@@ -170,16 +178,18 @@ class CompileCache:
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(data)
+                    for b in parts:
+                        f.write(b)
                 os.replace(tmp, self.path(key))
             except BaseException:
                 self._remove(Path(tmp))
                 raise
             if self._total is not None:
-                self._total += len(data)
+                self._total += size
             if self._total is None or self._total > self.max_bytes:
                 self._evict()
-        except (OSError, pickle.PicklingError, TypeError, ValueError, AttributeError):
+        except (OSError, pickle.PicklingError, TypeError, ValueError, AttributeError,
+                BufferError):
             pass
 
     def put_later(self, key: dict[str, Any], make: Callable[[], Any | None]) -> None:
@@ -213,23 +223,38 @@ class CompileCache:
             thread.start()
 
     @staticmethod
-    def _decode(data: bytes, key_text: bytes) -> Any | None:
-        if not data.startswith(MAGIC):
-            return None
+    def _decode(data: memoryview, key_text: bytes) -> Any | None:
+        """The payload of an entry's bytes (``_read_aligned``), or None: not an entry of this
+        format, of another key, or damaged."""
         at = len(MAGIC)
-        if len(data) < at + 4:
+        if bytes(data[:at]) != MAGIC or len(data) < at + 4:
             return None
         n = int.from_bytes(data[at:at + 4], "little")
         at += 4
-        if data[at:at + n] != key_text:  # another key under the same file name: foreign
+        if bytes(data[at:at + n]) != key_text:  # another key under the same file name: foreign
             return None
         at += n
-        # A view, not a copy: entries of large graphs are megabytes (weights are constants).
-        digest, body = data[at:at + 32], memoryview(data)[at + 32:]
-        if len(digest) != 32 or hashlib.sha256(body).digest() != digest:
+        if len(data) < at + 16 or zlib.crc32(data[at + 4:]) != int.from_bytes(
+                data[at:at + 4], "little"):
+            return None
+        count = int.from_bytes(data[at + 4:at + 8], "little")
+        at += 8
+        if 8 * (count + 1) > len(data) - at:
             return None
         try:
-            return pickle.loads(body)
+            sizes = [int.from_bytes(data[at + 8 * i:at + 8 * i + 8], "little")
+                     for i in range(count + 1)]
+            at += 8 * (count + 1)
+            stream = data[at:at + sizes[0]]
+            at += sizes[0]
+            arrays = []
+            for size in sizes[1:]:
+                at += -at % ALIGN
+                arrays.append(data[at:at + size])
+                at += size
+            if at != len(data) or len(stream) != sizes[0]:
+                return None
+            return pickle.loads(stream, buffers=arrays)
         except Exception:
             return None
 
@@ -284,6 +309,45 @@ class CompileCache:
         for _, _, path in entries:
             self._remove(path)
         return len(entries)
+
+
+def _encode(payload: Any, header: bytes) -> list[Any]:
+    """An entry's bytes, in parts (its arrays are not copied into one string): ``header``
+    (MAGIC and the key), then the layout described at ALIGN."""
+    arrays: list[pickle.PickleBuffer] = []
+    stream = pickle.dumps(payload, protocol=5, buffer_callback=arrays.append)
+    raw = [a.raw() for a in arrays]  # (BufferError for a non-contiguous one: not stored)
+    head = len(header) + 8 + 8 * (len(raw) + 1)
+    sizes = b"".join(len(b).to_bytes(8, "little") for b in (stream, *raw))
+    parts: list[Any] = [len(raw).to_bytes(4, "little") + sizes, stream]
+    at = head + len(stream)
+    for b in raw:
+        parts.append(bytes(-at % ALIGN))
+        at += len(parts[-1])
+        parts.append(b)
+        at += len(b)
+    crc = 0
+    for b in parts:
+        crc = zlib.crc32(b, crc)
+    return [header, crc.to_bytes(4, "little"), *parts]
+
+
+def _read_aligned(path: Path) -> memoryview:
+    """The file's bytes in a buffer that starts at a multiple of ALIGN in memory."""
+    import numpy as np  # (tosa_jax's runtime depends on numpy; a cached load imports it anyway)
+
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        raw = np.empty(size + ALIGN, np.uint8)
+        start = -raw.ctypes.data % ALIGN
+        view = memoryview(raw[start:start + size])
+        got = 0
+        while got < size:
+            n = f.readinto(view[got:])
+            if not n:
+                break
+            got += n
+    return view[:got]
 
 
 # Writes under way in this process (put_later), by entry path: the last one asked for each.

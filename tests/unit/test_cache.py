@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tosa_jax
+from tosa_jax import cache as cache_module
 from tosa_jax import hostexec
 from tosa_jax.cache import SUFFIX, CompileCache, flush, open_cache
 from tosa_jax.cli import main as cli
@@ -108,6 +109,34 @@ def test_key_separates_x64_and_inputs(tmp_path: Path) -> None:
     other = tosa_jax.load(FIXTURES / "mlp_attn_int8.tosa", cache=tmp_path)
     other(*(np.zeros(s.shape, s.np_dtype) for s in other.inputs))
     assert other.compile_source == "compiled" and len(_executables(tmp_path)) == 3
+
+
+def test_arrays_are_read_in_place_and_checked(tmp_path: Path) -> None:
+    """A payload's arrays (the weights of an executable) come back equal, as aligned views of
+    the entry's bytes; damage anywhere, their bytes included, makes the entry a miss."""
+    store = CompileCache(tmp_path)
+    rng = np.random.default_rng(3)
+    weights = [rng.standard_normal((3, 3, 64, 64)).astype(np.float32),
+               rng.integers(-128, 128, (1000,), dtype=np.int8),
+               np.asfortranarray(rng.standard_normal((5, 7))), np.arange(6)[::2]]
+    payload = {"exe": b"\x00executable", "weights": weights, "n": 3}
+    store.put({"k": 1}, payload)
+    got = store.get({"k": 1})
+    assert got["exe"] == payload["exe"] and got["n"] == 3
+    for g, w in zip(got["weights"], weights, strict=True):
+        np.testing.assert_array_equal(g, w)
+        assert g.dtype == w.dtype
+    assert all(g.ctypes.data % cache_module.ALIGN == 0 for g in got["weights"][:3])
+    assert got["weights"][0].base is not None  # a view of the file's bytes, not a copy
+    (path,) = _entries(tmp_path)
+    good = path.read_bytes()
+    at = good.index(weights[0].tobytes()[:64])  # inside the first array's bytes
+    for data in (good[:at] + bytes([good[at] ^ 1]) + good[at + 1:], good[:-1], good[:at]):
+        path.write_bytes(data)
+        assert store.get({"k": 1}) is None
+        assert not path.exists()  # removed, to be rebuilt
+        path.write_bytes(good)
+    assert store.get({"k": 2}) is None
 
 
 def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
