@@ -247,7 +247,7 @@ class Model:
             # each (Xeon, 2026-11-28): bert_tiny_fp32 64-67 -> 51-63 ms, unet_fp32 73-76 ->
             # 58-60, resnet_fp32 149-157 -> 130-132. Not for small graphs: cnn_fp32 (0.3 M)
             # was slower by the thread (2026-11-27).
-            hostexec.prepare()
+            hostexec.prepare(self.cache)
         # "cache" or "compiled", for the last build; "numpy" ("numpy, cache") where the first
         # call ran the numpy program traced here (from the cache)
         self.compile_source: str | None = None

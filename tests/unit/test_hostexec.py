@@ -508,6 +508,36 @@ def test_warm_float_kernels_runs_a_convolution_without_jax() -> None:
     assert same_shape and err < 1e-4 and not jax_imported
 
 
+def test_the_warm_convolution_is_kept_in_the_cache(tmp_path: Path) -> None:
+    """warm_float_kernels keeps its executable in the compile cache it is given: a second
+    process rebuilds it from there (its client here refuses to compile) and computes the same
+    convolution."""
+    code = ("import json, sys, numpy as np; from tosa_jax import hostexec\n"
+            "from tosa_jax.cache import CompileCache\n"
+            "if sys.argv[2] == 'refuse':\n"
+            "    class Refusing:\n"
+            "        def __init__(self, c): self.c = c\n"
+            "        def __getattr__(self, name): return getattr(self.c, name)\n"
+            "        def compile_and_load(self, *a): raise RuntimeError('compiled')\n"
+            "    real = hostexec._client\n"
+            "    hostexec._client = lambda: Refusing(real())\n"
+            "rng = np.random.default_rng(0)\n"
+            "x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)\n"
+            "w = rng.standard_normal((3, 3, 8, 8)).astype(np.float32)\n"
+            "y = hostexec.warm_float_kernels(x, w, store=CompileCache(sys.argv[1]))\n"
+            "print(json.dumps(y.tolist()))")
+    env = {**os.environ, "TOSA_JAX_HOSTEXEC": "1", "JAX_PLATFORMS": "cpu"}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code, str(tmp_path), how],
+                                      check=True, capture_output=True, text=True,
+                                      env=env).stdout.splitlines()[-1])
+            for how in ("compile", "refuse")]
+    assert len(list(tmp_path.glob("*.xla"))) == 1
+    np.testing.assert_array_equal(np.asarray(runs[1]), np.asarray(runs[0]))
+    refused = subprocess.run([sys.executable, "-c", code, str(tmp_path / "empty"), "refuse"],
+                             capture_output=True, text=True, env=env)
+    assert refused.returncode != 0 and "compiled" in refused.stderr  # (the check checks)
+
+
 @pytest.mark.parametrize("linger", [0.0, 0.01, 0.03, 0.06])
 def test_exit_while_preparing_is_clean(linger: float) -> None:
     """A process that ends while prepare()'s thread is inside XLA exits normally (a daemon
