@@ -1004,6 +1004,19 @@ _SPLIT = "xla_cpu_parallel_codegen_split_count"  # likewise
 # identical). The optimized tier keeps XLA's split (float graphs either way: cnn_fp32 199 ->
 # 219 ms, bert_tiny_fp32 372 -> 344 ms, min of 3).
 QUICK_OPTIONS = {"xla_backend_optimization_level": 0, _EMITTERS: False, _SPLIT: 1}
+# LLVM's full unrolling of a loop, capped at 4 iterations (its default: any loop whose unrolled
+# body stays under its size threshold), on every CPU compile (tosa_jax.seqcompile applies it:
+# XLA takes it per module). In a fusion of small dimensions that holds an exp or a tanh (a
+# softmax, a GELU), LLVM unrolled the loops whole before XLA expanded the function into its
+# polynomial, and that kernel alone could take most of a float graph's compile (encoder_fp32's
+# 1,024-element softmax 340-420 ms of a 0.6-0.8 s compile). Fresh processes, empty cache, load
+# to the first result, XLA_FLAGS with and without it, two interleaved rounds (2026-11-28):
+# encoder_fp32 417/448 -> 348/341 ms, unet_fp32 1,252/1,042 -> 917/872, resnet_fp32 550/567 ->
+# 470/545, cnn_fp32 329/354 -> 312/314, mobilenetv2_fp32 969/1,069 -> 917/1,018; gru, lstm and
+# bert_tiny FP32 and the integer graphs' optimized compiles within noise; batch 1 of all fifteen
+# within run-to-run variation. The same code per element: results unchanged. ``XLA_FLAGS``'
+# own ``--xla_backend_extra_options=-unroll-full-max-count=N`` takes precedence.
+LLVM_OPTIONS = (("-unroll-full-max-count", "4"),)
 # A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
 # is upgraded only from its second call, not at once for the cache: its code runs at most a
 # millisecond or two slower, a later process would need hundreds of calls to repay the
@@ -1170,11 +1183,17 @@ def compile_lowered(lowered: Any, options: dict[str, Any] | None,
     """``lowered.compile(options)``; without the options that only make it faster where this
     XLA does not know them (experimental flags: a newer jaxlib may rename them).
     ``sequential``: a one-device CPU executable with no loop split into intra-op tasks
-    (``tosa_jax.seqcompile``; see SEQUENTIAL_MACS)."""
-    if sequential:
-        from tosa_jax import seqcompile
+    (``tosa_jax.seqcompile``; see SEQUENTIAL_MACS). CPU compiles take LLVM_OPTIONS, with the
+    jaxlib releases whose private compile function seqcompile was tested against."""
+    from tosa_jax import hostexec, seqcompile
 
-        return seqcompile.compile_with(lambda: compile_lowered(lowered, options))
+    llvm = LLVM_OPTIONS if hostexec.tested_jaxlib() else ()
+    if sequential or llvm:
+        return seqcompile.compile_with(lambda: _compile(lowered, options), sequential, llvm)
+    return _compile(lowered, options)
+
+
+def _compile(lowered: Any, options: dict[str, Any] | None) -> Any:
     if not options:
         return lowered.compile()
     try:

@@ -25,6 +25,13 @@ compile: it re-serializes what it stores). XLA re-serializes a deserialized CPU 
 without its object code, so the bytes the second client made are kept for tosa_jax's compile
 cache (``executable_bytes``), and an executable whose bytes are not known is not cached.
 Anything unexpected compiles as usual.
+
+The same wrapper gives every CPU compile of tosa_jax's (``compile_with``'s ``llvm``) the LLVM
+command-line options tosa_jax.model.LLVM_OPTIONS asks for: XLA takes them per module, from its
+DebugOptions' ``xla_backend_extra_options``, a map field that JAX's compile options cannot set
+(they set scalar fields only), so they are merged into the CompileOptions proto here. JAX's own
+compiles, and the process's ``XLA_FLAGS``, are left as they are; a flag ``XLA_FLAGS`` sets keeps
+the value it gives.
 """
 
 from __future__ import annotations
@@ -47,6 +54,9 @@ _PENDING: contextvars.ContextVar[list[bytes | None] | None] = contextvars.Contex
 # so that the id is not reused): JAX's in-memory compile cache may hand the same executable
 # to a later compile of the same lowering. The most recent REMEMBERED are kept.
 _BYTES: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
+# The LLVM options ((flag, value) pairs) of the compiles in this context (compile_with's llvm).
+_LLVM: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar(
+    "tosa_jax_llvm", default=())
 REMEMBERED = 32
 _LOCK = threading.Lock()
 _CLIENT: Any = None
@@ -107,6 +117,37 @@ def _client() -> Any:
     return _CLIENT
 
 
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field: its tag and length (varints), then ``payload``."""
+    out = bytearray()
+    for v in ((number << 3) | 2, len(payload)):
+        while v > 0x7F:
+            out.append(v & 0x7F | 0x80)
+            v >>= 7
+        out.append(v)
+    return bytes(out) + payload
+
+
+def with_llvm_options(options: Any, llvm: tuple[tuple[str, str], ...]) -> Any:
+    """XLA CompileOptions ``options`` with the LLVM options ``llvm`` added to its debug options'
+    ``xla_backend_extra_options``; a flag already there (from ``XLA_FLAGS``) keeps its value.
+    A message parsed from concatenated bytes merges them: CompileOptionsProto's
+    executable_build_options (field 3), its debug_options (3), their xla_backend_extra_options
+    (500, entries of key 1 and value 2). ``options`` itself where that cannot be done."""
+    try:
+        raw = options.SerializeAsString()
+        entries = [_field(500, _field(1, k.encode()) + _field(2, v.encode()))
+                   for k, v in llvm if k.encode() not in raw]
+        if not entries:
+            return options
+        merged = type(options).ParseFromString(
+            raw + b"".join(_field(3, _field(3, e)) for e in entries))
+        got = merged.SerializeAsString()
+        return merged if all(e in got for e in entries) else options
+    except Exception:  # another jaxlib's CompileOptions
+        return options
+
+
 def _hook() -> None:
     """Wrap JAX's backend compile once: inside ``compile_with``, a one-device CPU compile is
     done by the one-thread client and loaded into JAX's."""
@@ -121,10 +162,14 @@ def _hook() -> None:
         persistent_cache = compilation_cache.is_persistent_cache_enabled
 
         def backend_compile_and_load(*args: Any, **kwargs: Any) -> Any:
-            pending = _PENDING.get()
-            if pending is None or kwargs or len(args) != 5:  # not ours, or another JAX's call
-                return original(*args, **kwargs)
+            pending, llvm = _PENDING.get(), _LLVM.get()
+            if (pending is None and not llvm) or kwargs or len(args) != 5:
+                return original(*args, **kwargs)  # not ours, or another JAX's call
             backend, module, executable_devices, options, host_callbacks = args
+            if llvm and backend.platform == "cpu":
+                options = with_llvm_options(options, llvm)
+            if pending is None:
+                return original(backend, module, executable_devices, options, host_callbacks)
             if (not host_callbacks and backend.platform == "cpu"
                     and len(executable_devices) == 1 and not persistent_cache()):
                 try:
@@ -143,7 +188,7 @@ def _hook() -> None:
                             _BYTES.popitem(last=False)
                     return loaded
             pending.append(None)
-            return original(*args)
+            return original(backend, module, executable_devices, options, host_callbacks)
 
         compiler.backend_compile_and_load = backend_compile_and_load
         _HOOKED = True
@@ -163,19 +208,27 @@ def enabled() -> bool:
     return hostexec.tested_jaxlib()
 
 
-def compile_with(compile: Callable[[], Any]) -> Any:
-    """``compile()`` (a ``jax.stages.Lowered.compile`` call) with its one-device CPU executable
-    compiled without intra-op tasks where that can be done; the ``Compiled`` it returns."""
+def compile_with(compile: Callable[[], Any], sequential: bool = True,
+                 llvm: tuple[tuple[str, str], ...] = ()) -> Any:
+    """``compile()`` (a ``jax.stages.Lowered.compile`` call) with, where that can be done, its
+    one-device CPU executable compiled without intra-op tasks (``sequential``) and its CPU
+    compiles given the LLVM options ``llvm``; the ``Compiled`` it returns."""
     try:
         _hook()
     except Exception:  # another JAX: compile as usual
         return compile()
-    pending: list[bytes | None] = []
-    token = _PENDING.set(pending)
+    llvm_token = _LLVM.set(tuple(llvm))
     try:
-        compiled = compile()
+        if not sequential:
+            return compile()
+        pending: list[bytes | None] = []
+        token = _PENDING.set(pending)
+        try:
+            compiled = compile()
+        finally:
+            _PENDING.reset(token)
     finally:
-        _PENDING.reset(token)
+        _LLVM.reset(llvm_token)
     if not pending and executable_bytes(compiled) is None:
         # JAX's in-memory cache gave an executable compiled before, whose bytes are no longer
         # remembered: it may be one of the second client's, so it is never serialized.

@@ -18,7 +18,12 @@ import tosa_jax
 from tosa_jax import hostexec, seqcompile
 from tosa_jax.cache import flush
 from tosa_jax.ir import GraphBuilder
-from tosa_jax.model import SEQUENTIAL_ELEMENTS, SEQUENTIAL_INT_ELEMENTS, compile_lowered
+from tosa_jax.model import (
+    LLVM_OPTIONS,
+    SEQUENTIAL_ELEMENTS,
+    SEQUENTIAL_INT_ELEMENTS,
+    compile_lowered,
+)
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 SPLIT = 'outer_dimension_partitions":["'
@@ -168,3 +173,47 @@ def test_the_callers_cpus_are_left_alone() -> None:
         args = (jax.device_put(x),)
         jax.clear_caches()
         assert SPLIT in compile_lowered(model._lower(args), model.xla_options(args)).as_text()
+
+
+def test_llvm_options_are_merged_into_the_compile_options() -> None:
+    """LLVM_OPTIONS reach XLA in the CompileOptions' debug options (a map field that JAX's
+    compile options cannot set); a flag the options carry already (XLA_FLAGS) keeps its value."""
+    from jaxlib import _jax
+
+    def entry(value: bytes) -> bytes:  # DebugOptions.xla_backend_extra_options, one entry
+        return seqcompile._field(500, seqcompile._field(1, b"-unroll-full-max-count")
+                                 + seqcompile._field(2, value))
+
+    plain = _jax.CompileOptions()
+    plain.num_replicas = 1
+    plain.executable_build_options.debug_options.xla_backend_optimization_level = 1
+    ours = seqcompile.with_llvm_options(plain, LLVM_OPTIONS)
+    assert LLVM_OPTIONS == (("-unroll-full-max-count", "4"),)
+    assert entry(b"4") in ours.SerializeAsString()
+    assert entry(b"4") not in plain.SerializeAsString()
+    assert ours.executable_build_options.debug_options.xla_backend_optimization_level == 1
+    users = seqcompile.with_llvm_options(plain, (("-unroll-full-max-count", "8"),))
+    again = seqcompile.with_llvm_options(users, LLVM_OPTIONS).SerializeAsString()
+    assert entry(b"8") in again and entry(b"4") not in again
+
+
+def test_llvm_options_change_the_code_not_the_values() -> None:
+    """A softmax of 1,024 elements: with LLVM's full unrolling capped, XLA makes other code
+    (LLVM unrolled its loops whole); the same function compiled twice without it, the same size
+    of code. The values stay within float32 rounding of each other."""
+    x = np.linspace(-3, 3, 1024, dtype=np.float32).reshape(8, 128)
+
+    def softmax(v: jax.Array) -> jax.Array:
+        e = jax.numpy.exp(v - v.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    sizes, values = [], []
+    for name, llvm in (("fa", ()), ("fb", LLVM_OPTIONS), ("fc", ())):
+        fn = lambda v: softmax(v)  # noqa: E731  (a new name: JAX's in-memory cache misses)
+        fn.__name__ = name
+        compiled = seqcompile.compile_with(jax.jit(fn).lower(x).compile, False, llvm)
+        sizes.append(len(compiled.runtime_executable().serialize()))
+        values.append(np.asarray(compiled(x)))
+    assert abs(sizes[0] - sizes[2]) < 64 < min(abs(sizes[1] - sizes[0]), abs(sizes[1] - sizes[2]))
+    np.testing.assert_allclose(values[1], values[0], rtol=1e-6)
+    np.testing.assert_array_equal(values[2], values[0])
