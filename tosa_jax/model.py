@@ -205,6 +205,7 @@ class Model:
             self.float_macs = _macs(graph, floats=True)
             self.int_macs = _macs(graph, floats=False)
             self.largest_value = _largest_value(graph)
+            self.transcendentals = _transcendentals(graph)
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs
@@ -222,6 +223,7 @@ class Model:
             self.float_macs = meta["float_macs"]
             self.int_macs = meta["int_macs"]
             self.largest_value = meta["largest_value"]
+            self.transcendentals = meta["transcendentals"]
         self.device = _device(device)
         # model(...) returns numpy arrays (the host's), not JAX arrays: see the class docstring
         self.host_outputs = self.device is None and hostexec.default_is_cpu()
@@ -347,6 +349,7 @@ class Model:
                 "input_rules": len(self._input_value_rules()),
                 "conv_kinds": self.conv_kinds, "float_macs": self.float_macs,
                 "int_macs": self.int_macs, "largest_value": self.largest_value,
+                "transcendentals": self.transcendentals,
                 "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
                            for s in self.inputs],
                 "outputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
@@ -806,8 +809,20 @@ class Model:
 
     def xla_options(self, args: tuple[Any, ...] = ()) -> dict[str, Any]:
         """XLA's compile options for this graph on the devices of ``args`` (see
-        FLOAT_CONV_OPTIONS); the default device's platform when they are not placed."""
-        return xla_options(self.conv_kinds, self._platform(args), self.float_macs)
+        FLOAT_CONV_OPTIONS and ELEMENTAL_TRANSCENDENTALS); the default device's platform when
+        they are not placed."""
+        platform = self._platform(args)
+        options = xla_options(self.conv_kinds, platform, self.float_macs)
+        if (platform == "cpu" and self.floats and self.small_floats()
+                and self.transcendentals <= ELEMENTAL_TRANSCENDENTALS):
+            options[_EMITTERS] = False
+        return options
+
+    def small_floats(self, samples: int = 1) -> bool:
+        """A graph with floats under SEQUENTIAL_MACS multiply-adds (``samples`` calls' worth)
+        and no tensor of SEQUENTIAL_ELEMENTS."""
+        return ((self.int_macs + self.float_macs) * samples < SEQUENTIAL_MACS
+                and self.largest_value * samples < SEQUENTIAL_ELEMENTS)
 
     def sequential(self, args: tuple[Any, ...] = (), samples: int = 1) -> bool:
         """Whether this graph's optimized executable for ``args`` (``samples`` calls' worth of
@@ -821,8 +836,7 @@ class Model:
             return False
         if not self.floats:
             return self.largest_value * samples < SEQUENTIAL_INT_ELEMENTS
-        return ((self.int_macs + self.float_macs) * samples < SEQUENTIAL_MACS
-                and self.largest_value * samples < SEQUENTIAL_ELEMENTS)
+        return self.small_floats(samples)
 
     def compile(self, *args: Any, optimize: bool = True, **kwargs: Any) -> Model:
         """Compile (or fetch from the cache) for these inputs without running; returns self.
@@ -1017,6 +1031,21 @@ QUICK_OPTIONS = {"xla_backend_optimization_level": 0, _EMITTERS: False, _SPLIT: 
 # within run-to-run variation. The same code per element: results unchanged. ``XLA_FLAGS``'
 # own ``--xla_backend_extra_options=-unroll-full-max-count=N`` takes precedence.
 LLVM_OPTIONS = (("-unroll-full-max-count", "4"),)
+# A small float graph (Model.small_floats: the graphs compiled without intra-op tasks) computing
+# at most this many elements of transcendentals a call is compiled with XLA's elemental IR
+# emitters in place of its MLIR fusion emitters (at full optimization: float graphs have one
+# tier). Its compile is dominated by each kernel's fixed cost, which the elemental emitters
+# cut; their code is the same speed for arithmetic, but computes tanh and a sigmoid 3-4x slower
+# an element (lstm_fp32's gate kernels of 128-256 elements 0.6-0.9 -> 2.1-4.1 us; 20,480
+# transcendental elements a call, batch 1 0.128 -> 0.174 ms), so graphs computing more keep the
+# fusion emitters: at 4,096 elements the loss is at most about 9 us a call. Measured with
+# LLVM_OPTIONS, optimized compile (`model.compile`), two interleaved rounds (2026-11-28):
+# cnn_fp32 186/204 -> 139/125 ms, encoder_fp32 (2,048 elements) 201/231 -> 154/148, gru_fp32
+# (384) 234/258 -> 179/174; batch 1 (min of 400 calls) and every output bit unchanged. (Larger
+# float graphs with the elemental emitters: resnet_fp32 and mobilenetv2_fp32 compile 15-20%
+# faster but run resnet_fp32 up to 8% slower at batch 1; unet_fp32 and bert_tiny_fp32 3-5%
+# slower; not taken.)
+ELEMENTAL_TRANSCENDENTALS = 4096
 # A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
 # is upgraded only from its second call, not at once for the cache: its code runs at most a
 # millisecond or two slower, a later process would need hundreds of calls to repay the
@@ -1113,6 +1142,19 @@ def _largest_value(graph: Graph) -> int:
     fusion may cover)."""
     return max((int(np.prod(t.shape, dtype=np.int64)) for r in graph.regions for b in r.blocks
                 for t in b.tensors.values() if t.data is None), default=0)
+
+
+# Float ops that XLA computes by a polynomial or a call: EXP, LOG, TANH, SIGMOID, ERF, POW, SIN,
+# COS (see ELEMENTAL_TRANSCENDENTALS).
+TRANSCENDENTAL_OPS = frozenset({"EXP", "LOG", "TANH", "SIGMOID", "ERF", "POW", "SIN", "COS"})
+
+
+def _transcendentals(graph: Graph) -> int:
+    """The elements the graph's float TRANSCENDENTAL_OPS compute in one call."""
+    return sum(int(np.prod(b.tensors[op.outputs[0]].shape, dtype=np.int64))
+               for r in graph.regions for b in r.blocks for op in b.operators
+               if op.op in TRANSCENDENTAL_OPS and op.outputs
+               and b.tensors[op.outputs[0]].dtype in FLOAT_TYPES)
 
 
 def xla_options(conv_kinds: list[str], platform: str, float_macs: int = 0) -> dict[str, Any]:

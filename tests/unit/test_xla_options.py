@@ -2,7 +2,8 @@
 float-only convolution graphs keep YNNPACK for matrix products only, large ones not even for
 those; integer ones keep the defaults, except the quick tier of a graph of few integer
 multiply-adds (no YNNPACK); the choice survives the compile cache's model record; an XLA that
-does not know the option compiles without it."""
+does not know the option compiles without it. Small float graphs computing few transcendentals
+are compiled with XLA's elemental emitters (ELEMENTAL_TRANSCENDENTALS)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def test_options_follow_convolution_types(tmp_path) -> None:
     fp = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
     i8 = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
     assert fp.conv_kinds == ["float"] and i8.conv_kinds == ["int"]
-    assert fp.xla_options() == model_mod.FLOAT_CONV_OPTIONS
+    # (a small float graph: XLA's elemental emitters too, see the test below)
+    assert fp.xla_options() == {**model_mod.FLOAT_CONV_OPTIONS, model_mod._EMITTERS: False}
     assert i8.xla_options() == {}
     assert model_mod.xla_options(["float"], "gpu") == {}
     assert model_mod.xla_options(["float", "int"], "cpu") == {}
@@ -42,6 +44,7 @@ def test_options_follow_convolution_types(tmp_path) -> None:
         cached = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=tmp_path)
     assert cached._graph is None and cached.conv_kinds == ["float"]
     assert cached.float_macs == fp.float_macs and cached.int_macs == fp.int_macs == 0
+    assert cached.transcendentals == fp.transcendentals == 0
 
 
 def test_quick_tier_of_few_integer_macs_without_ynnpack(reference) -> None:
@@ -80,7 +83,7 @@ def test_unknown_option_compiles_without_it(monkeypatch) -> None:
     monkeypatch.setattr(model_mod, "FLOAT_CONV_OPTIONS", {"xla_cpu_no_such_option": "x"})
     x = np.load(FIXTURES / "cnn_fp32.input.npy")
     m = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
-    assert m.xla_options() == {"xla_cpu_no_such_option": "x"}
+    assert m.xla_options() == {"xla_cpu_no_such_option": "x", model_mod._EMITTERS: False}
     got = np.asarray(m(x))  # compiled without the unknown option
     monkeypatch.undo()
     expected = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)(x)
@@ -137,3 +140,47 @@ def test_macs_of_tosa_1_1_products() -> None:
     assert block is graph.main
     assert model_mod._macs(graph, floats=True) == 2 * 48 * 40 * (32 + 64)
     assert model_mod._macs(graph, floats=False) == 0
+
+
+def _tanh_graph(elements: int) -> tosa_jax.Model:
+    from tosa_jax.ir import GraphBuilder
+
+    g = GraphBuilder()
+    a = g.input("a", (elements,), "FP32")
+    return tosa_jax.load(tosa_jax.write(g.build([g.op("TANH", [a], (elements,), "FP32")])),
+                         cache=False)
+
+
+def test_elemental_emitters_for_small_float_graphs_of_few_transcendentals() -> None:
+    """XLA's elemental emitters for a small float graph (Model.small_floats) computing at most
+    ELEMENTAL_TRANSCENDENTALS transcendental elements a call; the fusion emitters above that, for
+    large float graphs and for integer graphs (their quick tier has its own options)."""
+    limit = model_mod.ELEMENTAL_TRANSCENDENTALS
+    at, over = _tanh_graph(limit), _tanh_graph(limit + 1)
+    assert at.transcendentals == limit and over.transcendentals == limit + 1
+    assert at.small_floats() and over.small_floats()
+    assert at.xla_options() == {model_mod._EMITTERS: False}
+    assert over.xla_options() == {}
+    assert model_mod._EMITTERS not in tosa_jax.load(FIXTURES / "cnn_int8.tosa",
+                                                    cache=False).xla_options()
+    big = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
+    big.float_macs = model_mod.SEQUENTIAL_MACS  # as a large float graph would count
+    assert not big.small_floats() and model_mod._EMITTERS not in big.xla_options()
+
+
+@pytest.mark.parametrize("name", ["cnn_fp32", "encoder_fp32", "gru_fp32"])
+def test_elemental_emitters_compute_the_fusion_emitters_bits(name: str) -> None:
+    """The three small float fixtures (0, 2,048 and 384 transcendental elements a call):
+    measured, the elemental emitters' executable gives the fusion emitters' bits."""
+    m = tosa_jax.load(FIXTURES / f"{name}.tosa", cache=False)
+    x = np.load(FIXTURES / f"{name}.input.npy")
+    rng = np.random.default_rng(3)
+    xs = [x, (rng.standard_normal(x.shape) * x.std() + x.mean()).astype(x.dtype)]
+    options = m.xla_options((x,))
+    assert options.pop(model_mod._EMITTERS) is False
+    lowered = m._lower((x,))
+    got = [[np.asarray(y) for y in jax.tree.leaves(model_mod.compile_lowered(
+        lowered, {**options, **extra})(v))] for extra in ({model_mod._EMITTERS: False}, {})
+        for v in xs]
+    for a, b in zip(got[:2], got[2:], strict=True):
+        assert [y.tobytes() for y in a] == [y.tobytes() for y in b]
