@@ -206,6 +206,7 @@ class Model:
             self.int_macs = _macs(graph, floats=False)
             self.largest_value = _largest_value(graph)
             self.transcendentals = _transcendentals(graph)
+            self.narrow_floats = _narrow_floats(graph)
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs
@@ -224,6 +225,7 @@ class Model:
             self.int_macs = meta["int_macs"]
             self.largest_value = meta["largest_value"]
             self.transcendentals = meta["transcendentals"]
+            self.narrow_floats = meta["narrow_floats"]
         self.device = _device(device)
         # model(...) returns numpy arrays (the host's), not JAX arrays: see the class docstring
         self.host_outputs = self.device is None and hostexec.default_is_cpu()
@@ -349,7 +351,7 @@ class Model:
                 "input_rules": len(self._input_value_rules()),
                 "conv_kinds": self.conv_kinds, "float_macs": self.float_macs,
                 "int_macs": self.int_macs, "largest_value": self.largest_value,
-                "transcendentals": self.transcendentals,
+                "transcendentals": self.transcendentals, "narrow_floats": self.narrow_floats,
                 "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
                            for s in self.inputs],
                 "outputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
@@ -814,7 +816,7 @@ class Model:
         platform = self._platform(args)
         options = xla_options(self.conv_kinds, platform, self.float_macs)
         if (platform == "cpu" and self.floats and self.small_floats()
-                and self.transcendentals <= ELEMENTAL_TRANSCENDENTALS):
+                and self.transcendentals <= ELEMENTAL_TRANSCENDENTALS and not self.narrow_floats):
             options[_EMITTERS] = False
         return options
 
@@ -1044,7 +1046,10 @@ LLVM_OPTIONS = (("-unroll-full-max-count", "4"),)
 # (384) 234/258 -> 179/174; batch 1 (min of 400 calls) and every output bit unchanged. (Larger
 # float graphs with the elemental emitters: resnet_fp32 and mobilenetv2_fp32 compile 15-20%
 # faster but run resnet_fp32 up to 8% slower at batch 1; unet_fp32 and bert_tiny_fp32 3-5%
-# slower; not taken.)
+# slower; not taken.) Nor graphs with floats narrower than 16 bits: the elemental emitters round
+# some f32 -> f4e2m1fn conversions otherwise than the fusion emitters, ml_dtypes and the
+# reference model (22 of 120,028 values of a sweep with every tie; f16, bf16 and the FP8 types
+# alike in all three); the TOSA 1.1 block-scaled casts to FP4E2M1 caught it.
 ELEMENTAL_TRANSCENDENTALS = 4096
 # A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
 # is upgraded only from its second call, not at once for the cache: its code runs at most a
@@ -1155,6 +1160,14 @@ def _transcendentals(graph: Graph) -> int:
                for r in graph.regions for b in r.blocks for op in b.operators
                if op.op in TRANSCENDENTAL_OPS and op.outputs
                and b.tensors[op.outputs[0]].dtype in FLOAT_TYPES)
+
+
+def _narrow_floats(graph: Graph) -> bool:
+    """Whether the graph holds floats narrower than FP16 and BF16 (FP8, FP6, FP4, the
+    block-scaled types), which keep XLA's fusion emitters (see ELEMENTAL_TRANSCENDENTALS)."""
+    plain = ("FP16", "BF16", "FP32")
+    return any((t.dtype in FLOAT_TYPES or t.dtype == "MXINT8") and t.dtype not in plain
+               for r in graph.regions for b in r.blocks for t in b.tensors.values())
 
 
 def xla_options(conv_kinds: list[str], platform: str, float_macs: int = 0) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def test_options_follow_convolution_types(tmp_path) -> None:
     assert cached._graph is None and cached.conv_kinds == ["float"]
     assert cached.float_macs == fp.float_macs and cached.int_macs == fp.int_macs == 0
     assert cached.transcendentals == fp.transcendentals == 0
+    assert cached.narrow_floats is fp.narrow_floats is False
 
 
 def test_quick_tier_of_few_integer_macs_without_ynnpack(reference) -> None:
@@ -153,8 +154,9 @@ def _tanh_graph(elements: int) -> tosa_jax.Model:
 
 def test_elemental_emitters_for_small_float_graphs_of_few_transcendentals() -> None:
     """XLA's elemental emitters for a small float graph (Model.small_floats) computing at most
-    ELEMENTAL_TRANSCENDENTALS transcendental elements a call; the fusion emitters above that, for
-    large float graphs and for integer graphs (their quick tier has its own options)."""
+    ELEMENTAL_TRANSCENDENTALS transcendental elements a call; the fusion emitters above that,
+    for graphs with floats narrower than 16 bits, for large float graphs and for integer
+    graphs (their quick tier has its own options)."""
     limit = model_mod.ELEMENTAL_TRANSCENDENTALS
     at, over = _tanh_graph(limit), _tanh_graph(limit + 1)
     assert at.transcendentals == limit and over.transcendentals == limit + 1
@@ -163,6 +165,16 @@ def test_elemental_emitters_for_small_float_graphs_of_few_transcendentals() -> N
     assert over.xla_options() == {}
     assert model_mod._EMITTERS not in tosa_jax.load(FIXTURES / "cnn_int8.tosa",
                                                     cache=False).xla_options()
+    # floats narrower than 16 bits keep the fusion emitters (XLA's elemental emitters round
+    # some f32 -> f4e2m1fn conversions otherwise: test_tosa11.py's block-scaled casts)
+    from tosa_jax.ir import GraphBuilder
+
+    g = GraphBuilder()
+    a = g.input("a", (64,), "FP32")
+    narrow = tosa_jax.load(tosa_jax.write(g.build([g.op("CAST", [a], (64,), "FP8E4M3")])),
+                           cache=False)
+    assert narrow.narrow_floats and not at.narrow_floats and narrow.small_floats()
+    assert narrow.xla_options() == {}
     big = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
     big.float_macs = model_mod.SEQUENTIAL_MACS  # as a large float graph would count
     assert not big.small_floats() and model_mod._EMITTERS not in big.xla_options()
