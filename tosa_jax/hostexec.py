@@ -163,8 +163,10 @@ def tested_jaxlib() -> bool:
     return _jaxlib_version().startswith(TESTED_JAXLIB)
 
 
+@cache
 def _jaxlib_version() -> str:
-    """jaxlib's version, read from its version file without importing jaxlib."""
+    """jaxlib's version, read from its version file without importing jaxlib (once: every
+    compile asks, tosa_jax.model.compile_lowered)."""
     spec = importlib.util.find_spec("jaxlib")
     if spec is None or not spec.submodule_search_locations:
         return ""

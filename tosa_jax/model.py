@@ -205,8 +205,9 @@ class Model:
             self.float_macs = _macs(graph, floats=True)
             self.int_macs = _macs(graph, floats=False)
             self.largest_value = _largest_value(graph)
-            self.transcendentals = _transcendentals(graph)
-            self.narrow_floats = _narrow_floats(graph)
+            # (float-only rules: graphs without floats skip the passes)
+            self.transcendentals = _transcendentals(graph) if floats else 0
+            self.narrow_floats = floats and _narrow_floats(graph)
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs
