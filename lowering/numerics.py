@@ -483,12 +483,18 @@ def lax_binary(f: Any, a: Any, b: Any) -> Array | None:
 # XLA's CPU compiler rewrites a reduction of more than 32 elements along a dimension into a
 # reduce_window of 32 and a reduction of what that leaves (its TreeReductionRewriter; without
 # YNNPACK's reduce fusions, which the float convolutional graphs' options leave out) and runs a
-# max reduce_window element by element. A reduction over each block of 32 of the axis, then a
-# chain over the blocks (not a second reduction, which XLA would merge with the first), is
-# vectorised: a softmax's maximum over 128 keys, [1, 2, 128, 128] FP32 (bert_tiny's), 35.7 ->
-# 17.2 us (Xeon, 2026-11-28). Float sums too (REDUCE_SUM's float results may take any order of
-# the sum: its compliance is a dot product's bound), but the blocks' sums are computed once
-# (fusion_boundary on their bits) and summed by a second reduction: a chain over the blocks is
+# max reduce_window element by element. The order-free kinds (max, min, or, and) combine the
+# axis's blocks of 32 elementwise first, a chain over slices that XLA vectorises and fuses with
+# the reduction of the 32 that remain (one kernel; not a reduction over the blocks, which XLA
+# would merge with the other into one of the whole axis): a softmax's maximum over 128 keys
+# with its NaN mask, [1, 2, 128, 128] FP32 (bert_tiny's), 42 us as XLA's reduce_window, 23.5 as
+# the blocks' reductions then a chain (three kernels with the mask's), 9 as the chain then one
+# reduction (min of 2,000 calls, bert_tiny_fp32's XLA options; Xeon, 2026-11-28; 17 either way
+# with YNNPACK's reduce fusions); bert_tiny_fp32 batch 1, median of 300 calls, three
+# interleaved rounds: 1.66/1.76/1.72 -> 1.50/1.54/1.58 ms, outputs bit-identical. Float sums
+# too (REDUCE_SUM's float results may take any order of the sum: its compliance is a dot
+# product's bound), but each block is summed, the blocks' sums computed once (fusion_boundary
+# on their bits) and summed by a second reduction: a chain over the blocks is
 # copied by XLA, up to 31 additions, into every element of the fusion that reads the sum (a
 # group norm's normalization, unet_fp32's, 35 -> 106 us each), and with a boundary after it
 # still cost 60 equations to trace a sum (unet_fp32 trace + lower 70 -> 93 ms; 73 this way).
@@ -521,10 +527,11 @@ def reduce_identity(kind: str, dtype: Any) -> np.ndarray:
 
 def blocked_reduce(x: Any, kind: str, axis: int) -> Array:
     """The reduction ``kind`` (max, min, or, and: order-free; sum) of ``x`` along ``axis``,
-    which it keeps (size 1): over blocks of REDUCE_BLOCK elements (the last one padded with the
-    identity), then a chain over up to REDUCE_BLOCK blocks' results (see above); an axis of
-    more blocks reduces them the same way. Floats: callers keep NaN out of max and min (XLA's
-    may drop it)."""
+    which it keeps (size 1), in blocks of REDUCE_BLOCK elements (the last one padded with the
+    identity; see above): the order-free kinds combine up to REDUCE_BLOCK blocks elementwise,
+    then reduce what remains; sums reduce each block, then the blocks' results; an axis of more
+    blocks reduces each block first, then its blocks the same way. Floats: callers keep NaN out
+    of max and min (XLA's may drop it)."""
     x = jnp.asarray(x)
     axis %= x.ndim
     reduce, combine = _BLOCKED[kind]
@@ -536,6 +543,12 @@ def blocked_reduce(x: Any, kind: str, axis: int) -> Array:
         config = [(0, 0, 0)] * x.ndim
         config[axis] = (0, blocks * REDUCE_BLOCK - n, 0)
         x = lax.pad(x, reduce_identity(kind, x.dtype), config)
+    if kind != "sum" and blocks <= REDUCE_BLOCK:  # the blocks combined first (see above)
+        acc = lax.slice_in_dim(x, 0, REDUCE_BLOCK, axis=axis)
+        for i in range(1, blocks):
+            acc = combine(acc, lax.slice_in_dim(x, i * REDUCE_BLOCK, (i + 1) * REDUCE_BLOCK,
+                                                axis=axis))
+        return lax.expand_dims(reduce(acc, (axis,)), (axis,))
     x = reduce(lax.reshape(x, (*x.shape[:axis], blocks, REDUCE_BLOCK, *x.shape[axis + 1:])),
                (axis + 1,))
     if blocks > REDUCE_BLOCK:
