@@ -132,9 +132,8 @@ def _duplicates(consts: list[Any], taken: dict[int, bool]) -> dict[int, int]:
     groups: dict[tuple[Any, ...], list[int]] = {}
     same = {}
     for i, t in taken.items():
-        w = consts[i]
-        flat = w.reshape(-1)
-        key = (w.shape, w.dtype.str, t, flat[:16].tobytes(), flat[-16:].tobytes())
+        w = consts[i]  # (often a transposed view: w.flat reads its ends without a copy)
+        key = (w.shape, w.dtype.str, t, w.flat[:16].tobytes(), w.flat[-16:].tobytes())
         earlier = groups.setdefault(key, [])
         j = next((j for j in earlier if np.array_equal(consts[j], w)), None)
         if j is None:
