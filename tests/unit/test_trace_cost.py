@@ -9,6 +9,7 @@ checked here against the reference model and against the traced form of the same
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,18 +22,22 @@ import tosa_jax
 from tosa_jax.ir import GraphBuilder
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
-COMPILES: list[str] = []
+# XLA compilations, with the thread that made each: a model of an earlier test may still be
+# compiling its optimized tier in a background thread (tiered compilation), which is no
+# compilation of the trace under test.
+COMPILES: list[tuple[str, int]] = []
 monitoring.register_event_duration_secs_listener(
-    lambda event, _d, **_kw: COMPILES.append(event)
+    lambda event, _d, **_kw: COMPILES.append((event, threading.get_ident()))
     if event == "/jax/core/compile/backend_compile_duration" else None)
 
 
 @contextlib.contextmanager
 def count_compiles() -> Iterator[list[str]]:
+    """The compilations this thread makes inside the block."""
     start = len(COMPILES)
     seen: list[str] = []
     yield seen
-    seen.extend(COMPILES[start:])
+    seen.extend(e for e, thread in COMPILES[start:] if thread == threading.get_ident())
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in FIXTURES.glob("*.tosa")))
