@@ -248,6 +248,25 @@ def on_cpu_else(cpu: Any, other: Any, *args: Any) -> Any:
 # 0.065-0.068 -> 0.072-0.073 ms as two rows; lstm_int8's 32 x 512 and 128 x 512 products of each
 # step not slower as two).
 ROW_DOT_MIN_MACS = 1 << 14
+# Float products of one row as two rows too, where the graph asks (``row_pairs``, set by the
+# Model for the CPU): XLA CPU compiles each float product of one row into a kernel of its own
+# (its tiled matrix-vector emitter), 10-20 ms of LLVM each (cnn_fp32's 16 x 10 classifier 19 ms
+# of a 94 ms codegen; gru_fp32's seven products 11-13 ms each), where a product of two rows is a
+# library call, YNNPACK's or Eigen's, with no code to generate. The call costs about half a
+# microsecond more a product at run time, so only graphs with few such products take it
+# (tosa_jax.model.ROW_PAIR_PRODUCTS).
+_ROW_PAIRS: contextvars.ContextVar[bool] = contextvars.ContextVar("tosa_jax_row_pairs",
+                                                                  default=False)
+
+
+@contextmanager
+def row_pairs(on: bool = True) -> Iterator[None]:
+    """Trace ``cpu_dot``'s float products of one row as products of two rows (see above)."""
+    token = _ROW_PAIRS.set(on)
+    try:
+        yield
+    finally:
+        _ROW_PAIRS.reset(token)
 
 
 def cpu_dot(a: Array, b: Array, dims: Any, acc: Any, precision: Any = None) -> Array:
@@ -258,13 +277,16 @@ def cpu_dot(a: Array, b: Array, dims: Any, acc: Any, precision: Any = None) -> A
     first, a constant weight into a constant four times larger. mobilenetv2_int8's 1280 x 1000
     classifier, alone: 166 -> 73 us, its executable 7.05 -> 1.29 MB (Xeon, 2026-11-28). (Under
     vmap, evaluate's batches, the copy doubles that product's rows: 0.4% of mobilenetv2_int8's
-    multiply-adds.)"""
+    multiply-adds.) FP32 products of one row likewise inside ``row_pairs``, whatever their
+    size (see ROW_DOT_MIN_MACS)."""
     (ca, _), (ba, _) = dims
     free = [d for d in range(np.ndim(a)) if d not in ca and d not in ba]
-    if (jnp.issubdtype(acc, jnp.integer) and not ba and free
-            and all(np.dtype(v.dtype) in _BYTE_BOUND for v in (a, b))
-            and math.prod(np.shape(a)[d] for d in free) == 1
-            and math.prod(np.shape(b)) >= ROW_DOT_MIN_MACS):
+    one_row = not ba and free and math.prod(np.shape(a)[d] for d in free) == 1
+    if one_row and (
+            (np.dtype(acc) == np.float32 and _ROW_PAIRS.get())
+            or (jnp.issubdtype(acc, jnp.integer)
+                and all(np.dtype(v.dtype) in _BYTE_BOUND for v in (a, b))
+                and math.prod(np.shape(b)) >= ROW_DOT_MIN_MACS)):
         y = lax.dot_general(lax.concatenate([a, a], free[0]), b, dims, precision=precision,
                             preferred_element_type=acc)
         return lax.slice_in_dim(y, 0, 1, axis=0)  # (no batch axes: the lhs's free axes lead)

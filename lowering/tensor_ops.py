@@ -947,8 +947,13 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
     dims = (((2,), (1,)), ((0,), (0,)))
     if in_t in FLOAT_TYPES:
         acc = DEVICE_DTYPES[out_t]
-        return lax.dot_general(jnp.asarray(A).astype(acc), jnp.asarray(B).astype(acc), dims,
-                               precision=lax.Precision.HIGHEST, preferred_element_type=acc)
+        a, b = jnp.asarray(A).astype(acc), jnp.asarray(B).astype(acc)
+        if n == nb == h == 1:  # one row: cpu_dot's (numerics.row_pairs)
+            y = cpu_dot(lax.reshape(a, (1, c)), lax.reshape(b, (c, w)), (((1,), (0,)), ((), ())),
+                        acc, lax.Precision.HIGHEST)
+            return lax.reshape(y, (1, 1, w))
+        return lax.dot_general(a, b, dims, precision=lax.Precision.HIGHEST,
+                               preferred_element_type=acc)
     if in_t == "INT8":
         if out_t != "INT32":
             raise TosaValidationError(f"{node.op}: int8 inputs need an INT32 output, got {out_t}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import math
 import os
 import sys
 import threading
@@ -208,6 +209,7 @@ class Model:
             # (float-only rules: graphs without floats skip the passes)
             self.transcendentals = _transcendentals(graph) if floats else 0
             self.narrow_floats = floats and _narrow_floats(graph)
+            self.row_products = _row_products(graph) if floats else 0
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs
@@ -227,6 +229,7 @@ class Model:
             self.largest_value = meta["largest_value"]
             self.transcendentals = meta["transcendentals"]
             self.narrow_floats = meta["narrow_floats"]
+            self.row_products = meta["row_products"]
         self.device = _device(device)
         # model(...) returns numpy arrays (the host's), not JAX arrays: see the class docstring
         self.host_outputs = self.device is None and hostexec.default_is_cpu()
@@ -338,10 +341,14 @@ class Model:
         if jitted is None:
             if not hasattr(self, "_traced"):
                 self._functions()
+            from tosa_jax.lowering.numerics import row_pairs
+
             base = self._traced
+            pairs = platform == "cpu" and 0 < self.row_products <= ROW_PAIR_PRODUCTS
 
             def fn(*a: Any) -> Any:  # (the name of the lowered module, as before)
-                return base(*a)
+                with row_pairs(pairs):  # (inside: every trace of this function alike)
+                    return base(*a)
 
             jitted = self._jitted_fns[platform] = jax.jit(fn)
         return jitted
@@ -353,6 +360,7 @@ class Model:
                 "conv_kinds": self.conv_kinds, "float_macs": self.float_macs,
                 "int_macs": self.int_macs, "largest_value": self.largest_value,
                 "transcendentals": self.transcendentals, "narrow_floats": self.narrow_floats,
+                "row_products": self.row_products,
                 "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
                            for s in self.inputs],
                 "outputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
@@ -1054,6 +1062,19 @@ LLVM_OPTIONS = (("-unroll-full-max-count", "4"),)
 # reference model (22 of 120,028 values of a sweep with every tie; f16, bf16 and the FP8 types
 # alike in all three); the TOSA 1.1 block-scaled casts to FP4E2M1 caught it.
 ELEMENTAL_TRANSCENDENTALS = 4096
+# A float graph with at most this many products of one row (_row_products: a classifier at
+# batch 1) computes them as products of two rows on the CPU (lowering.numerics.row_pairs): a
+# library call each, where XLA compiles each one-row product into a kernel of its own, 10-20 ms
+# of LLVM (cnn_fp32's 16 x 10 classifier 19 ms, the last kernel of its compile to finish).
+# Fresh processes, empty cache, load to the first result, interleaved (2026-11-28): cnn_fp32
+# 275-294 -> 218-246 ms (four rounds, a slow hour); resnet_fp32, mobilenetv2_fp32 and
+# bert_tiny_fp32 within noise (their classifier's kernel compiles beside others); batch 1
+# within noise; cnn_fp32's last bits change (4.5e-8 from the reference model's FP64, the bound
+# 5.2e-6). A graph of many (recurrent steps: gru_fp32 7, lstm_fp32 30) keeps XLA's kernels:
+# the call's overhead, about half a microsecond a product, made its batch 1 15-20% slower
+# (gru_fp32 min 0.018-0.020 -> 0.022-0.023 ms, lstm_fp32 0.18-0.20 -> 0.20-0.23 ms) for
+# 30-170 ms less compile, which the compile cache pays once and the calls in every process.
+ROW_PAIR_PRODUCTS = 4
 # A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
 # is upgraded only from its second call, not at once for the cache: its code runs at most a
 # millisecond or two slower, a later process would need hundreds of calls to repay the
@@ -1163,6 +1184,15 @@ def _transcendentals(graph: Graph) -> int:
                for r in graph.regions for b in r.blocks for op in b.operators
                if op.op in TRANSCENDENTAL_OPS and op.outputs
                and b.tensors[op.outputs[0]].dtype in FLOAT_TYPES)
+
+
+def _row_products(graph: Graph) -> int:
+    """The graph's float MATMULs and CONV2Ds of one output row ([1, 1, W], [1, 1, 1, OC]:
+    a classifier at batch 1, a recurrent step's products), see ROW_PAIR_PRODUCTS."""
+    return sum(1 for r in graph.regions for b in r.blocks for op in b.operators
+               if op.op in ("MATMUL", "CONV2D") and op.outputs
+               and b.tensors[op.outputs[0]].dtype in FLOAT_TYPES
+               and math.prod(b.tensors[op.outputs[0]].shape[:-1]) == 1)
 
 
 def _narrow_floats(graph: Graph) -> bool:

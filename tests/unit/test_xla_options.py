@@ -200,3 +200,40 @@ def test_elemental_emitters_compute_the_fusion_emitters_bits(name: str) -> None:
         a, b = ([np.asarray(y).tobytes() for y in jax.tree.leaves(exe(v))]
                 for exe in (elemental, fusion))
         assert a == b
+
+
+def _row_matmuls(count: int) -> tuple[bytes, list[str]]:
+    """A chain of ``count`` FP32 MATMULs of one row ([1, 1, 64] x [1, 64, 64]), each output
+    read by the next, all of them outputs."""
+    from tosa_jax.ir import GraphBuilder
+
+    rng = np.random.default_rng(7)
+    g = GraphBuilder()
+    x = g.input("x", (1, 1, 64), "FP32")
+    zp = g.const([0.0], "FP32")
+    outs = []
+    for _ in range(count):
+        w = g.const(rng.standard_normal((1, 64, 64)).astype(np.float32) / 8, "FP32")
+        x = g.op("MATMUL", [x, w, zp, zp], (1, 1, 64), "FP32")
+        outs.append(x)
+    return tosa_jax.write(g.build(outs)), outs
+
+
+def test_one_row_float_products_as_two_rows(reference) -> None:
+    """A float graph of at most ROW_PAIR_PRODUCTS products of one row computes them as
+    products of two rows on the CPU (a library call, no kernel of XLA's to compile); one of
+    more keeps XLA's one-row kernels. Both give the reference model's values (the DOT_PRODUCT
+    bound's tolerance), and the count survives the cache's record."""
+    limit = model_mod.ROW_PAIR_PRODUCTS
+    x = np.random.default_rng(8).standard_normal((1, 1, 64)).astype(np.float32)
+    for count, pairs in ((limit, True), (limit + 1, False)):
+        data, outs = _row_matmuls(count)
+        m = tosa_jax.load(data, cache=False)
+        assert m.row_products == count
+        got = m.run({"x": x})
+        hlo = next(iter(m._executables.values())).exe.as_text()
+        assert (" dot(" in hlo) and (("f32[2,64]" in hlo) is pairs), count
+        want = reference(data, {"x": x}, outs)
+        for name in outs:
+            np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=1e-5, atol=1e-6)
+    assert tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False).row_products == 0
