@@ -219,7 +219,7 @@ def _row_matmuls(count: int) -> tuple[bytes, list[str]]:
     return tosa_jax.write(g.build(outs)), outs
 
 
-def test_one_row_float_products_as_two_rows(reference) -> None:
+def test_one_row_float_products_as_two_rows(reference, tmp_path) -> None:
     """A float graph of at most ROW_PAIR_PRODUCTS products of one row computes them as
     products of two rows on the CPU (a library call, no kernel of XLA's to compile); one of
     more keeps XLA's one-row kernels. Both give the reference model's values (the DOT_PRODUCT
@@ -236,4 +236,7 @@ def test_one_row_float_products_as_two_rows(reference) -> None:
         want = reference(data, {"x": x}, outs)
         for name in outs:
             np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=1e-5, atol=1e-6)
+        for _ in range(2):  # the second load takes the record from the cache, graph unread
+            cached = tosa_jax.load(data, cache=tmp_path)
+        assert cached._graph is None and cached.row_products == count
     assert tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False).row_products == 0
