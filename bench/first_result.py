@@ -10,6 +10,7 @@ results beside IREE's; this is the same measure for whatever device JAX picks.)
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import tempfile
@@ -42,8 +43,10 @@ def main() -> int:
     if len(sys.argv) == 4 and sys.argv[1] == "--one":
         print(one(sys.argv[2], sys.argv[3]), flush=True)
         return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("graphs", nargs="+", help="TOSA flatbuffers, each with <graph>.input.npy")
     status = 0
-    for path in sys.argv[1:]:
+    for path in parser.parse_args().graphs:
         with tempfile.TemporaryDirectory() as cache:
             for _ in range(2):  # compiled, then from the cache
                 proc = subprocess.run([sys.executable, __file__, "--one", path, cache],
