@@ -287,8 +287,13 @@ def cpu_dot(a: Array, b: Array, dims: Any, acc: Any, precision: Any = None) -> A
             or (jnp.issubdtype(acc, jnp.integer)
                 and all(np.dtype(v.dtype) in _BYTE_BOUND for v in (a, b))
                 and math.prod(np.shape(b)) >= ROW_DOT_MIN_MACS)):
-        y = lax.dot_general(lax.concatenate([a, a], free[0]), b, dims, precision=precision,
-                            preferred_element_type=acc)
+        # the row broadcast to two, not concatenated with itself: XLA fused the row's producers
+        # into a concatenation once per copy (bert_tiny_fp32's classifier row: a kernel of 82
+        # instructions, 23 ms of LLVM; broadcast, 8 ms)
+        two = list(np.shape(a))
+        two[free[0]] = 2
+        y = lax.dot_general(lax.broadcast_in_dim(a, tuple(two), tuple(range(len(two)))), b, dims,
+                            precision=precision, preferred_element_type=acc)
         return lax.slice_in_dim(y, 0, 1, axis=0)  # (no batch axes: the lhs's free axes lead)
     return lax.dot_general(a, b, dims, precision=precision, preferred_element_type=acc)
 

@@ -1067,9 +1067,10 @@ ELEMENTAL_TRANSCENDENTALS = 4096
 # library call each, where XLA compiles each one-row product into a kernel of its own, 10-20 ms
 # of LLVM (cnn_fp32's 16 x 10 classifier 19 ms, the last kernel of its compile to finish).
 # Fresh processes, empty cache, load to the first result, interleaved (2026-11-28): cnn_fp32
-# 275-294 -> 218-246 ms (four rounds, a slow hour); resnet_fp32, mobilenetv2_fp32 and
-# bert_tiny_fp32 within noise (their classifier's kernel compiles beside others); batch 1
-# within noise; cnn_fp32's last bits change (4.5e-8 from the reference model's FP64, the bound
+# 275-294 -> 218-246 ms (four rounds, a slow hour), then with the row broadcast rather than
+# concatenated (see cpu_dot) 208-210 -> 191-198 ms and bert_tiny_fp32 571-602 -> 548-574;
+# resnet_fp32 and mobilenetv2_fp32 within noise (their classifier's kernel compiles beside
+# others); batch 1 within noise; cnn_fp32's last bits change (4.5e-8 from the reference model's FP64, the bound
 # 5.2e-6). A graph of many (recurrent steps: gru_fp32 7, lstm_fp32 30) keeps XLA's kernels:
 # the call's overhead, about half a microsecond a product, made its batch 1 15-20% slower
 # (gru_fp32 min 0.018-0.020 -> 0.022-0.023 ms, lstm_fp32 0.18-0.20 -> 0.20-0.23 ms) for
