@@ -1070,11 +1070,12 @@ ELEMENTAL_TRANSCENDENTALS = 4096
 # 275-294 -> 218-246 ms (four rounds, a slow hour), then with the row broadcast rather than
 # concatenated (see cpu_dot) 208-210 -> 191-198 ms and bert_tiny_fp32 571-602 -> 548-574;
 # resnet_fp32 and mobilenetv2_fp32 within noise (their classifier's kernel compiles beside
-# others); batch 1 within noise; cnn_fp32's last bits change (4.5e-8 from the reference model's FP64, the bound
-# 5.2e-6). A graph of many (recurrent steps: gru_fp32 7, lstm_fp32 30) keeps XLA's kernels:
-# the call's overhead, about half a microsecond a product, made its batch 1 15-20% slower
-# (gru_fp32 min 0.018-0.020 -> 0.022-0.023 ms, lstm_fp32 0.18-0.20 -> 0.20-0.23 ms) for
-# 30-170 ms less compile, which the compile cache pays once and the calls in every process.
+# others); batch 1 within noise; cnn_fp32's last bits change (4.5e-8 from the reference
+# model's FP64, the bound 5.2e-6). A graph of many (recurrent steps: gru_fp32 7, lstm_fp32 30)
+# keeps XLA's kernels: the call's overhead, about half a microsecond a product, made its batch
+# 1 15-20% slower (gru_fp32 min 0.018-0.020 -> 0.022-0.023 ms, lstm_fp32 0.18-0.20 -> 0.20-0.23
+# ms) for 30-170 ms less compile, which the compile cache pays once and the calls in every
+# process.
 ROW_PAIR_PRODUCTS = 4
 # A quick executable of fewer floating-point/integer operations than this (XLA's cost analysis)
 # is upgraded only from its second call, not at once for the cache: its code runs at most a
