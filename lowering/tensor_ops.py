@@ -716,8 +716,9 @@ def _ignore_max(acc: Any, value: Any) -> Any:
 
 def _window_reduce(x: Any, pad_value: Any, op: Any, kernel: tuple[int, ...],
                    stride: tuple[int, ...], pad: tuple[int, ...], out: tuple[int, ...]) -> Any:
-    """``op`` (lax.max or lax.bitwise_or, or _leftmost_max for floats) over each window of an
-    [N, H, W, C] tensor, as the spec folds it: row by row (ky), each row left to right (kx).
+    """``op`` (lax.max or lax.bitwise_or; for floats _leftmost_max, _propagate_max or
+    _ignore_max) over each window of an [N, H, W, C] tensor, as the spec folds it: row by row
+    (ky), each row left to right (kx).
 
     Kernels of up to _TAPS_MAX rows plus columns: over the kernel's columns (strided slices of
     the padded input), then over its rows, an elementwise chain that XLA fuses into loops over
