@@ -9,7 +9,13 @@ import numpy as np
 from jax import lax
 
 from tosa_jax.lowering import Node, lowering
-from tosa_jax.lowering.numerics import INT_RANGES, apply_max_s, apply_min_s, float_compute
+from tosa_jax.lowering.numerics import (
+    INT_RANGES,
+    apply_max_s,
+    apply_min_s,
+    filled,
+    float_compute,
+)
 
 
 @lowering("CLAMP")
@@ -52,7 +58,7 @@ ERF_LARGE = (-0.00017985331153194675, -0.0001798703003564976, 0.0016484531296121
 def _horner(coefficients: tuple[float, ...], v: Any) -> Any:
     """The polynomial with ``coefficients`` (highest degree first) at ``v``, in v's type (lax
     operations: jax.numpy's operators trace a wrapper per shape, 0.1-0.3 ms each)."""
-    r = lax.full_like(v, coefficients[0])
+    r = filled(v, coefficients[0])
     for c in coefficients[1:]:
         r = lax.add(lax.mul(r, v), np.asarray(c, v.dtype))
     return r

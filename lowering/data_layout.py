@@ -17,6 +17,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from tosa_jax.ir import BlockScaled
 from tosa_jax.lowering import Node, constant, lowering
@@ -124,7 +125,9 @@ def slice(node: Node, input1: Any, start: Any, size: Any) -> Any:
     start, size = _ints(node, 1, start), _ints(node, 2, size)
     # builtins.slice: this module's own ``slice`` is the operator.
     window = tuple(builtins.slice(b, b + n) for b, n in zip(start, size, strict=True))
-    return _apply(input1, lambda x: x[window])
+    limit = [b + n for b, n in zip(start, size, strict=True)]
+    # (lax.slice on a traced value: jax.numpy's indexing traces about 0.13 ms more a call)
+    return _apply(input1, lambda x: x[window] if _is_host(x) else lax.slice(x, start, limit))
 
 
 @lowering("TILE")
@@ -139,5 +142,6 @@ def tile(node: Node, input1: Any, multiples: Any) -> Any:
 def transpose(node: Node, input1: Any, *, perms: tuple[int, ...]) -> Any:
     """output[index] = input1[tmp], tmp[perms[i]] = index[i]: output axis i is input perms[i]."""
     perms = tuple(int(p) for p in perms)
-    xp = _xp(input1)
-    return _apply(input1, lambda x: xp.transpose(x, perms))
+    # (lax.transpose on a traced value: jax.numpy's traces about 0.1 ms more a call)
+    return _apply(input1, lambda x: np.transpose(x, perms) if _is_host(x)
+                  else lax.transpose(x, perms))

@@ -92,11 +92,13 @@ def fusion_boundary(x: Array) -> Array:
     XLA CPU hands an int8 max-reduction to YNNPACK as a fusion of its own, which splits it from
     its producer and builds a kernel pipeline on its first run (bert_tiny_int8, ten of them:
     batch 1 2.3-2.7 -> 1.7-1.9 ms, p10 of 300 calls; first call 18-20 -> 13-14 ms). Integer
-    arrays of more than one element; others are returned as they are."""
+    arrays of more than one element; others are returned as they are. (lax.reduce_or: the
+    same StableHLO as lax.reduce with bitwise_or as its computation, and 0.08 ms a call to
+    trace where that takes 0.33.)"""
     if not _traced_ints(x, 2):
         return x
     pair = lax.broadcast_in_dim(x, (*x.shape, 2), tuple(range(x.ndim)))
-    return lax.reduce(pair, np.array(0, x.dtype), lax.bitwise_or, (x.ndim,))
+    return lax.reduce_or(pair, (x.ndim,))
 
 
 def stop_reshapes(x: Array) -> Array:
@@ -358,7 +360,7 @@ def exact_bf16_dot(a: Array, b: Array, dims: Any) -> Array:
         if chunks * size != n:
             pad = [(0, 0, 0)] * t.ndim
             pad[axis] = (0, chunks * size - n, 0)
-            t = lax.pad(t, jnp.zeros((), t.dtype), pad)
+            t = lax.pad(t, np.zeros((), t.dtype), pad)
         t = lax.reshape(t, (*t.shape[:axis], chunks, size, *t.shape[axis + 1:]))
 
         def moved(d: int) -> int:
@@ -469,6 +471,24 @@ def partial_sum_overflows(x: Array, axis: int) -> Array:
 # equation (about 20 us). Their constants stay numpy until they become operands here.
 
 
+def filled(like: Array, value: Any) -> Array:
+    """An array of ``like``'s shape and dtype holding ``value`` everywhere: one broadcast_in_dim
+    of a numpy scalar. (lax.full_like, the same program, traces about 0.25 ms a call through its
+    sharding logic: a float CLAMP's two bounds took 0.85 ms where the operator now takes 0.33.)"""
+    return lax.broadcast_in_dim(np.asarray(value, like.dtype), np.shape(like), ())
+
+
+def broadcast_to(x: Array, shape: tuple[int, ...]) -> Array:
+    """numpy's broadcast_to of a traced value as one broadcast_in_dim (jax.numpy's traces about
+    0.1 ms more a call); ``x`` itself where it has the shape, host values by jax.numpy's."""
+    shape = tuple(shape)
+    if np.shape(x) == shape:
+        return x
+    if is_host(x):
+        return jnp.broadcast_to(x, shape)
+    return lax.broadcast_in_dim(x, shape, tuple(range(len(shape) - np.ndim(x), len(shape))))
+
+
 def lax_const(c: Any, like: Array) -> Array:
     """A host constant as an operand of a lax operation with ``like`` (``c`` broadcasts to
     ``like``'s shape as in numpy, in ``like``'s dtype): a scalar literal when every element is
@@ -502,9 +522,9 @@ def lx(f: Any, a: Array, b: Any) -> Array:
             return f(a, b.astype(a.dtype))
     shape = np.broadcast_shapes(np.shape(a), np.shape(b))
     if isinstance(b, jax.Array):  # traced (a rolled loop's per-step scale): broadcast both
-        return f(*(x if np.shape(x) == shape else jnp.broadcast_to(x, shape) for x in (a, b)))
+        return f(*(broadcast_to(x, shape) for x in (a, b)))
     if shape != np.shape(a):  # a constant wider than ``a``: broadcast ``a`` first
-        a = jnp.broadcast_to(a, shape)
+        a = broadcast_to(a, shape)
     c = lax_const(b, a)
     return a if isinstance(c, np.ndarray) and _is_identity(f, a, c) else f(a, c)
 
@@ -853,7 +873,7 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
 def _broadcast_value(value: Array, *consts: np.ndarray) -> Array:
     """``value`` broadcast to its shape with the constants' (a per-channel scale of a scalar)."""
     shape = np.broadcast_shapes(np.shape(value), *(np.shape(c) for c in consts))
-    return value if shape == np.shape(value) else jnp.broadcast_to(value, shape)
+    return broadcast_to(value, shape)
 
 
 # The short forms below take their scales as numpy constants, or traced (one step of a rolled
@@ -877,7 +897,7 @@ def _operand(c: Any, like: Array) -> Any:
     """A scale operand used more than once, broadcast to ``like`` once."""
     if is_host(c):
         return lax_const(c, like) if np.ndim(c) else c
-    return c if c.shape == like.shape else jnp.broadcast_to(c, like.shape)
+    return broadcast_to(c, like.shape)
 
 
 def _mulhi_const(v: Array, m: Any) -> Array:
@@ -1246,7 +1266,7 @@ def _select_bound(a: Array, b: Any, compare: Any, bound_if_true: bool) -> Array:
     bound ``b`` known now, in lax: one comparison and one select."""
     a = jnp.asarray(a)
     b = np.asarray(b, a.dtype)
-    which, bound = compare(a, b), lax.full_like(a, b)
+    which, bound = compare(a, b), filled(a, b)
     return lax.select(which, bound, a) if bound_if_true else lax.select(which, a, bound)
 
 

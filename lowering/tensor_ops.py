@@ -45,6 +45,7 @@ from tosa_jax.lowering.numerics import (
     block_dequantize,
     block_dequantize_host,
     cpu_dot,
+    filled,
     int_dot_general,
     lax_sum,
     lx,
@@ -138,7 +139,7 @@ def _pad_input(x: Any, value: int | float, g: _ConvGeometry) -> Any:
     config.append((0, 0, 0))
     if all(c == (0, 0, 0) for c in config):
         return x
-    return lax.pad(x, jnp.asarray(value, x.dtype), config)
+    return lax.pad(x, np.asarray(value, x.dtype), config)  # (a numpy scalar traces faster)
 
 
 # A convolution of few input channels over a large output runs as one matrix product over
@@ -469,7 +470,7 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
             xs = xs if isinstance(zp, int) and zp == 0 else lx(lax.sub, xs, zp)
             ws = (w.astype(np.int32) - np.int32(wzp)) if host else as_i32(w) - wzp
         config = [(0, 0, 0), (*g.pads[0], 0), (*g.pads[1], 0), (0, 0, 0)]
-        xp = lax.pad(xs, jnp.zeros((), xs.dtype), config)
+        xp = lax.pad(xs, np.zeros((), xs.dtype), config)
         if m > 1:  # output channel c*M+m reads input channel c
             xp = jnp.repeat(xp, m, axis=-1)
         ws = ws.reshape(kh, kw, c * m)
@@ -790,7 +791,7 @@ def max_pool2d(node: Node, input: Any, *, kernel: tuple[int, ...], stride: tuple
         best = _window_reduce(x, np.asarray(np.nan, x.dtype) if ignore else ninf,
                               _ignore_max if ignore else _propagate_max, kernel, stride, pad,
                               out)
-        return lax.select(lax.ne(best, best), lax.full_like(best, np.nan), best)
+        return lax.select(lax.ne(best, best), filled(best, np.nan), best)
     nan = jnp.isnan(x)
     best = _window_reduce(jnp.where(nan, ninf, x), ninf, _leftmost_max, kernel, stride, pad,
                           out)

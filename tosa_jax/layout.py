@@ -64,8 +64,13 @@ class Laid:
 
 
 def logical(value: Any) -> Any:
-    """The tensor itself: a Laid value transposed (XLA merges repeated identical ones)."""
-    return jnp.transpose(value.phys, value.perm) if isinstance(value, Laid) else value
+    """The tensor itself: a Laid value transposed (XLA merges repeated identical ones; lax's
+    transpose of a traced value traces faster than jax.numpy's)."""
+    if not isinstance(value, Laid):
+        return value
+    if isinstance(value.phys, jax.core.Tracer):
+        return jax.lax.transpose(value.phys, value.perm)
+    return jnp.transpose(value.phys, value.perm)
 
 
 def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
