@@ -98,9 +98,10 @@ except ImportError:  # the IREE worker's own environment has no tosa_jax: the fi
 CPU_MS: list[float] = []  # CPU ms per call of the last _median_ms (all threads of the process)
 
 
-def _median_ms(fn: Any, repeat: int, budget_s: float | None = None) -> tuple[float, int]:
+def _median_ms(fn: Any, repeat: int, budget_s: float | None = None,
+               min_s: float = 0.0) -> tuple[float, int]:
     """tosa_jax.testing.median_ms, with the CPU time per call going to CPU_MS."""
-    return median_ms(fn, repeat, budget_s, cpu_ms=CPU_MS)
+    return median_ms(fn, repeat, budget_s, cpu_ms=CPU_MS, min_s=min_s)
 
 
 def _proc_status(key: str) -> int | None:
@@ -212,13 +213,14 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
     for _ in range(args.warmup):
         jax.block_until_ready(compiled(*x))
     lat_ms, lat_n = _median_ms(lambda: jax.block_until_ready(compiled(*x)), args.repeat,
-                               args.budget)
+                               args.budget, args.min_time)
     lat_cpu = CPU_MS[-1]
     # The public API (input checks, device transfer from numpy) on the same executable.
     xh = _load_inputs(work, len(model.inputs), False)
     model.compile(*xh)  # the optimized executable (not the quick tier of a first call)
     jax.block_until_ready(model(*xh))
-    api_ms, _ = _median_ms(lambda: jax.block_until_ready(model(*xh)), args.repeat, args.budget)
+    api_ms, _ = _median_ms(lambda: jax.block_until_ready(model(*xh)), args.repeat, args.budget,
+                           args.min_time)
     peak_b1 = _peak_rss()
 
     res: dict[str, Any] = {
@@ -251,7 +253,7 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
             for ob, o in zip(outs_b, outs))
         jax.block_until_ready(cb(*xb))
         b_ms, b_n = _median_ms(lambda: jax.block_until_ready(cb(*xb)), args.repeat_b,
-                               args.budget)
+                               args.budget, args.min_time)
         res.update(batch_ms=b_ms, batch_calls=b_n, batch_samples=args.batch,
                    throughput=args.batch / (b_ms / 1e3), batch_cpu_ms=CPU_MS[-1],
                    rss_peak_b=_peak_rss() if reset else None)
@@ -265,7 +267,7 @@ def worker_tosa_jax(args: argparse.Namespace) -> dict:
         res.update(evaluate_devices=first.devices, evaluate_chunk=first.chunk, batch_chunk=chunk)
         e_ms, e_n = _median_ms(
             lambda: tosa_jax.evaluate(model, xe, batch_size=args.batch, progress=False),
-            args.repeat_b, args.budget)
+            args.repeat_b, args.budget, args.min_time)
         res.update(evaluate_ms=e_ms, evaluate_calls=e_n,
                    evaluate_throughput=args.batch / (e_ms / 1e3), evaluate_cpu_ms=CPU_MS[-1])
     return res
@@ -372,7 +374,7 @@ def worker_iree(args: argparse.Namespace) -> dict:
     _save_outputs(work / "out_iree.npz", outs)
     for _ in range(args.warmup):
         call(x)
-    lat_ms, lat_n = _median_ms(lambda: call(x), args.repeat, args.budget)
+    lat_ms, lat_n = _median_ms(lambda: call(x), args.repeat, args.budget, args.min_time)
     res: dict[str, Any] = {"latency_cpu_ms": CPU_MS[-1],
         "tosa_opt_ms": (t1 - t0) * 1e3, "compile_ms": (t2 - t1) * 1e3,
         "load_run_ms": (t4 - t3) * 1e3, "first_call_ms": (t2 - t0 + t4 - t3) * 1e3,
@@ -390,7 +392,7 @@ def worker_iree(args: argparse.Namespace) -> dict:
                 call(s)
 
         loop()
-        b_ms, b_n = _median_ms(loop, args.repeat_b, args.budget)
+        b_ms, b_n = _median_ms(loop, args.repeat_b, args.budget, args.min_time)
         res.update(batch_ms=b_ms, batch_calls=b_n, batch_samples=args.batch,
                    throughput=args.batch / (b_ms / 1e3), batch_cpu_ms=CPU_MS[-1],
                    rss_peak_b=_peak_rss() if reset else None)
@@ -560,6 +562,7 @@ def run_worker(python: str, engine: str, model: Path, work: Path, args: argparse
            "--repeat", str(args.repeat), "--repeat-b", str(args.repeat_b),
            "--repeat-ref", str(args.repeat_ref), "--warmup", str(args.warmup),
            "--budget", str(args.budget), "--ref-budget", str(args.ref_budget),
+           "--min-time", str(args.min_time),
            "--tosa-opt", args.tosa_opt, "--host-devices", str(args.host_devices),
            *(extra or [])]
     env = dict(os.environ)
@@ -828,6 +831,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--budget", type=float, default=None,
                     help="seconds of timed calls per measurement (stops repeating beyond)")
+    ap.add_argument("--min-time", type=float, default=None,
+                    help="seconds a tosa_jax or IREE timing repeats its calls at least "
+                         "(default 1, --quick 0.5): fast calls' medians over enough calls")
     ap.add_argument("--ref-budget", type=float, default=None,
                     help="seconds for the reference model's batch loop and repeats")
     ap.add_argument("--timeout", type=float, default=900, help="per engine and graph, seconds")
@@ -857,7 +863,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     defaults = {"repeat": 30 if q else 100, "repeat_b": 3 if q else 5,
                 "repeat_ref": 5 if q else 20, "repeat_cli": 1 if q else 3,
                 "warmup": 3 if q else 10, "budget": 5.0 if q else 20.0,
-                "ref_budget": 10.0 if q else 60.0}
+                "ref_budget": 10.0 if q else 60.0, "min_time": 0.5 if q else 1.0}
     for k, v in defaults.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
@@ -892,7 +898,7 @@ def main(argv: list[str] | None = None) -> None:
                          "plugin, and check JAX_PLATFORMS)")
     settings = {k: getattr(args, k) for k in ("batch", "repeat", "repeat_b", "repeat_ref",
                                               "repeat_cli", "warmup", "budget", "ref_budget",
-                                              "quick")}
+                                              "min_time", "quick")}
     rows = []
     for m in models:
         t0 = time.perf_counter()

@@ -82,15 +82,17 @@ def is_negative(test_dir: Path) -> bool:
 
 
 def median_ms(fn: Callable[[], Any], repeat: int, budget_s: float | None = None,
-              cpu_ms: list[float] | None = None) -> tuple[float, int]:
-    """Median wall time of ``fn()`` in ms over ``repeat`` calls (fewer if ``budget_s`` runs out,
-    at least one); returns (median, calls made).
+              cpu_ms: list[float] | None = None, min_s: float = 0.0) -> tuple[float, int]:
+    """Median wall time of ``fn()`` in ms over ``repeat`` calls, or more until ``min_s`` seconds
+    have passed (fewer if ``budget_s`` runs out, at least one); returns (median, calls made).
 
+    ``min_s``: a fast call is repeated long enough for its median to mean something (three
+    calls of a few milliseconds are three draws of a busy machine's noise).
     ``cpu_ms``: the process's CPU time per call (all threads) is appended there; on a loaded
     machine it stays near the quiet machine's work while wall times stretch."""
     times: list[float] = []
     start, cpu0 = time.perf_counter(), time.process_time()
-    for _ in range(max(repeat, 1)):
+    while len(times) < max(repeat, 1) or time.perf_counter() - start < min_s:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
