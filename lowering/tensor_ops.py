@@ -780,8 +780,9 @@ def max_pool2d(node: Node, input: Any, *, kernel: tuple[int, ...], stride: tuple
         init = np.asarray(INT_RANGES[node.out.dtype][0], x.dtype)
         return _window_reduce(x, init, lax.max, kernel, stride, pad, out)
     # the "nothing yet" value: the maximum's identity, -inf (the lowest finite value where the
-    # type has no infinity, FP8E4M3); every real value of a window wins over it
-    ninf = jnp.asarray(reduce_identity("max", x.dtype))
+    # type has no infinity, FP8E4M3); every real value of a window wins over it (a numpy
+    # scalar, as the IGNORE chain's NaN below: jnp.asarray would stage a device constant)
+    ninf = reduce_identity("max", x.dtype)
     if kernel[0] + kernel[1] <= _TAPS_MAX:
         # Over the taps, one chain that carries NaN by nan_mode (IGNORE pads with NaN, no
         # value), then NaN made the canonical one: one padded copy of the input and one kernel,

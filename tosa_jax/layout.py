@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tosa_jax.ir import WIDE_TYPES, Tensor, trace_constants
-from tosa_jax.lowering.numerics import stop_reshapes
+from tosa_jax.lowering.numerics import is_host, stop_reshapes
 
 # False: every TRANSPOSE applied where it stands (for comparisons; set before tracing).
 ENABLED = True
@@ -68,9 +68,9 @@ def logical(value: Any) -> Any:
     transpose of a traced value traces faster than jax.numpy's)."""
     if not isinstance(value, Laid):
         return value
-    if isinstance(value.phys, jax.core.Tracer):
-        return jax.lax.transpose(value.phys, value.perm)
-    return jnp.transpose(value.phys, value.perm)
+    if is_host(value.phys):
+        return jnp.transpose(value.phys, value.perm)
+    return jax.lax.transpose(value.phys, value.perm)
 
 
 def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
