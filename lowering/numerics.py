@@ -259,6 +259,14 @@ ROW_DOT_MIN_MACS = 1 << 14
 # (tosa_jax.model.ROW_PAIR_PRODUCTS).
 _ROW_PAIRS: contextvars.ContextVar[bool] = contextvars.ContextVar("tosa_jax_row_pairs",
                                                                   default=False)
+# cpu_dot's products of 8-bit integers with one leading batch dimension of at most this many
+# elements (attention heads) run as one product per element, concatenated. XLA CPU gives
+# YNNPACK a batched product only when its operands are in canonical layout; in a graph the
+# heads' transpose is folded into the product (its lhs then not canonical), and XLA widens both
+# operands to int32 for a loop of its own. bert_tiny_int8 (AMD EPYC, 2026-11-28): its four
+# attention products 91 us each -> two YNNPACK calls of 12-15 us, batch 1 1.11/1.02 ->
+# 0.77/0.86 ms and evaluate 1,522/1,497 -> 2,212/1,739 samples/s (two interleaved benchmark runs).
+SPLIT_BATCH_MAX = 16
 
 
 @contextmanager
@@ -280,7 +288,8 @@ def cpu_dot(a: Array, b: Array, dims: Any, acc: Any, precision: Any = None) -> A
     classifier, alone: 166 -> 73 us, its executable 7.05 -> 1.29 MB (Xeon, 2026-11-28). (Under
     vmap, evaluate's batches, the copy doubles that product's rows: 0.4% of mobilenetv2_int8's
     multiply-adds.) FP32 products of one row likewise inside ``row_pairs``, whatever their
-    size (see ROW_DOT_MIN_MACS)."""
+    size (see ROW_DOT_MIN_MACS). A batched product of 8-bit integers as one product per batch
+    element (SPLIT_BATCH_MAX)."""
     (ca, _), (ba, _) = dims
     free = [d for d in range(np.ndim(a)) if d not in ca and d not in ba]
     one_row = not ba and free and math.prod(np.shape(a)[d] for d in free) == 1
@@ -297,6 +306,14 @@ def cpu_dot(a: Array, b: Array, dims: Any, acc: Any, precision: Any = None) -> A
         y = lax.dot_general(lax.broadcast_in_dim(a, tuple(two), tuple(range(len(two)))), b, dims,
                             precision=precision, preferred_element_type=acc)
         return lax.slice_in_dim(y, 0, 1, axis=0)  # (no batch axes: the lhs's free axes lead)
+    n = np.shape(a)[0] if ba == (0,) and dims[1][1] == (0,) else 0
+    if (1 < n <= SPLIT_BATCH_MAX and jnp.issubdtype(acc, jnp.integer)
+            and all(np.dtype(v.dtype) in _BYTE_BOUND for v in (a, b))):
+        inner = ((tuple(d - 1 for d in ca), tuple(d - 1 for d in dims[0][1])), ((), ()))
+        ys = [lax.dot_general(lax.index_in_dim(a, i, 0, False), lax.index_in_dim(b, i, 0, False),
+                              inner, precision=precision, preferred_element_type=acc)
+              for i in range(n)]
+        return lax.concatenate([lax.expand_dims(y, (0,)) for y in ys], 0)
     return lax.dot_general(a, b, dims, precision=precision, preferred_element_type=acc)
 
 
