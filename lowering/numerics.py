@@ -267,6 +267,16 @@ _ROW_PAIRS: contextvars.ContextVar[bool] = contextvars.ContextVar("tosa_jax_row_
 # attention products 91 us each -> two YNNPACK calls of 12-15 us, batch 1 1.11/1.02 ->
 # 0.77/0.86 ms and evaluate 1,522/1,497 -> 2,212/1,739 samples/s (two interleaved benchmark runs).
 SPLIT_BATCH_MAX = 16
+# cpu_dot's FP32 products of one row with a weight of at most this many elements (a small
+# recurrent step's product, a small classifier) are multiplications and a sum over the
+# contracted axis: a loop that XLA fuses with the row's consumers, where a product is a kernel
+# of its own (8-14 ms of LLVM each) or, as two rows, a library call. gru_fp32's seven 16 x 48
+# steps (AMD EPYC, 2026-11-28, two interleaved benchmark runs): XLA compile 144/121 -> 100/100
+# ms, first result 201/198 -> 188/179 ms (IREE's 780), batch 1 0.0077 -> 0.009 ms (IREE's
+# 0.029); cnn_fp32, encoder_fp32 and bert_tiny_fp32 (their classifiers) within noise. A larger
+# weight loses at run time (lstm_fp32's 128 x 512 steps: batch 1 0.094 -> 0.18 ms, evaluate
+# 46,000 -> 7,000 samples/s).
+TINY_ROW_PRODUCT = 4096
 
 
 @contextmanager
@@ -288,11 +298,21 @@ def cpu_dot(a: Array, b: Array, dims: Any, acc: Any, precision: Any = None) -> A
     classifier, alone: 166 -> 73 us, its executable 7.05 -> 1.29 MB (Xeon, 2026-11-28). (Under
     vmap, evaluate's batches, the copy doubles that product's rows: 0.4% of mobilenetv2_int8's
     multiply-adds.) FP32 products of one row likewise inside ``row_pairs``, whatever their
-    size (see ROW_DOT_MIN_MACS). A batched product of 8-bit integers as one product per batch
+    size (see ROW_DOT_MIN_MACS), but those of a weight of at most TINY_ROW_PRODUCT elements as
+    multiplications and a sum. A batched product of 8-bit integers as one product per batch
     element (SPLIT_BATCH_MAX)."""
     (ca, _), (ba, _) = dims
     free = [d for d in range(np.ndim(a)) if d not in ca and d not in ba]
     one_row = not ba and free and math.prod(np.shape(a)[d] for d in free) == 1
+    if (one_row and np.dtype(acc) == np.float32 and len(ca) == 1 and np.ndim(b) == 2
+            and not dims[1][1] and math.prod(np.shape(b)) <= TINY_ROW_PRODUCT):
+        # products and a sum over the contracted axis, in the loop of the row's consumers
+        kb = dims[0][1][0]
+        row = lax.convert_element_type(lax.reshape(a, (np.shape(b)[kb],)), acc)
+        terms = lax.mul(lax.broadcast_in_dim(row, np.shape(b), (kb,)),
+                        lax.convert_element_type(b, acc))
+        return lax.reshape(lax.reduce_sum(terms, (kb,)),
+                           (1,) * (np.ndim(a) - 1) + (np.shape(b)[1 - kb],))
     if one_row and (
             (np.dtype(acc) == np.float32 and _ROW_PAIRS.get())
             or (jnp.issubdtype(acc, jnp.integer)

@@ -7,6 +7,8 @@ dot-product bound."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -206,3 +208,31 @@ def test_one_row_int8_product(reference, zp: int) -> None:
     model.compile(x)
     hlo = next(iter(model._executables.values())).exe.as_text()
     assert f"s32[{n},{k}]" not in hlo and f"s32[{k},{n}]" not in hlo
+
+
+def test_batched_int8_product_per_head(reference) -> None:
+    # Attention heads: an int8 MATMUL whose A is a TRANSPOSE of the heads. XLA CPU folds the
+    # transpose into a batched product and then widens both operands to int32 for a loop of
+    # its own; numerics.cpu_dot computes one product per head (SPLIT_BATCH_MAX), each an int8
+    # library product. Exact against the reference model, no int32 operand compiled.
+    from tosa_jax.lowering.numerics import SPLIT_BATCH_MAX
+
+    heads, rows, c, cols = 4, 24, 32, 20
+    assert heads <= SPLIT_BATCH_MAX
+    x = _int((rows, heads, c), -128, 127, np.int8)
+    bmat = _int((heads, c, cols), -128, 127, np.int8)
+    b = GraphBuilder()
+    t = b.op("TRANSPOSE", [b.input("x", x.shape, "INT8")], (heads, rows, c), "INT8",
+             perms=[1, 0, 2])
+    out = b.op("MATMUL", [t, b.input("y", bmat.shape, "INT8"), b.const([-3], "INT8"),
+                          b.const([5], "INT8")], (heads, rows, cols), "INT32")
+    data = tosa_jax.write(b.build([out]))
+    expected = reference(data, {"x": x, "y": bmat}, [out])[out]
+    model = tosa_jax.load(data, cache=False)
+    np.testing.assert_array_equal(model.run({"x": x, "y": bmat})[out], expected)
+    model.compile(x, bmat)
+    hlo = next(iter(model._executables.values())).exe.as_text()
+    # one product per head, of int8 operands (their fusions' parameters), none batched
+    products = re.findall(r"\n%fused_computation[.\d]* \(param_0[.\d]*: (\w+)\[[^\n]*\n"
+                          r"(?:  [^\n]*\n)*?  ROOT %dot[.\d]* = s32\[(\d+),(\d+)\]", hlo)
+    assert products == [("s8", str(rows), str(cols))] * heads

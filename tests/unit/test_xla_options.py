@@ -202,19 +202,19 @@ def test_elemental_emitters_compute_the_fusion_emitters_bits(name: str) -> None:
         assert a == b
 
 
-def _row_matmuls(count: int) -> tuple[bytes, list[str]]:
-    """A chain of ``count`` FP32 MATMULs of one row ([1, 1, 64] x [1, 64, 64]), each output
-    read by the next, all of them outputs."""
+def _row_matmuls(count: int, width: int = 96) -> tuple[bytes, list[str]]:
+    """A chain of ``count`` FP32 MATMULs of one row ([1, 1, width] x [1, width, width]), each
+    output read by the next, all of them outputs."""
     from tosa_jax.ir import GraphBuilder
 
     rng = np.random.default_rng(7)
     g = GraphBuilder()
-    x = g.input("x", (1, 1, 64), "FP32")
+    x = g.input("x", (1, 1, width), "FP32")
     zp = g.const([0.0], "FP32")
     outs = []
     for _ in range(count):
-        w = g.const(rng.standard_normal((1, 64, 64)).astype(np.float32) / 8, "FP32")
-        x = g.op("MATMUL", [x, w, zp, zp], (1, 1, 64), "FP32")
+        w = g.const(rng.standard_normal((1, width, width)).astype(np.float32) / 8, "FP32")
+        x = g.op("MATMUL", [x, w, zp, zp], (1, 1, width), "FP32")
         outs.append(x)
     return tosa_jax.write(g.build(outs)), outs
 
@@ -225,18 +225,38 @@ def test_one_row_float_products_as_two_rows(reference, tmp_path) -> None:
     more keeps XLA's one-row kernels. Both give the reference model's values (the DOT_PRODUCT
     bound's tolerance), and the count survives the cache's record."""
     limit = model_mod.ROW_PAIR_PRODUCTS
-    x = np.random.default_rng(8).standard_normal((1, 1, 64)).astype(np.float32)
+    x = np.random.default_rng(8).standard_normal((1, 1, 96)).astype(np.float32)
     for count, pairs in ((limit, True), (limit + 1, False)):
         data, outs = _row_matmuls(count)
         m = tosa_jax.load(data, cache=False)
         assert m.row_products == count
         got = m.run({"x": x})
         hlo = next(iter(m._executables.values())).exe.as_text()
-        assert (" dot(" in hlo) and (("f32[2,64]" in hlo) is pairs), count
+        assert (" dot(" in hlo) and (("f32[2,96]" in hlo) is pairs), count
         want = reference(data, {"x": x}, outs)
-        for name in outs:
-            np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=1e-5, atol=1e-6)
+        for name in outs:  # (sums of 96 products of magnitude ~1: the bound is ~1e-4)
+            np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=1e-5, atol=1e-5)
         for _ in range(2):  # the second load takes the record from the cache, graph unread
             cached = tosa_jax.load(data, cache=tmp_path)
         assert cached._graph is None and cached.row_products == count
     assert tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False).row_products == 0
+
+
+def test_tiny_one_row_float_products_fused(reference) -> None:
+    """FP32 products of one row with a weight of at most TINY_ROW_PRODUCT elements (a small
+    recurrent step's) are multiplications and a sum, in the loops around them: no product
+    left for XLA to compile, however many there are; the reference model's values within the
+    DOT_PRODUCT bound's tolerance."""
+    from tosa_jax.lowering.numerics import TINY_ROW_PRODUCT
+
+    width, count = 32, model_mod.ROW_PAIR_PRODUCTS + 2
+    assert width * width <= TINY_ROW_PRODUCT
+    data, outs = _row_matmuls(count, width)
+    x = np.random.default_rng(9).standard_normal((1, 1, width)).astype(np.float32)
+    m = tosa_jax.load(data, cache=False)
+    got = m.run({"x": x})
+    hlo = next(iter(m._executables.values())).exe.as_text()
+    assert " dot(" not in hlo
+    want = reference(data, {"x": x}, outs)
+    for name in outs:
+        np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=1e-5, atol=1e-6)
