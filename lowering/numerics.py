@@ -273,9 +273,9 @@ SPLIT_BATCH_MAX = 16
 # of its own (8-14 ms of LLVM each) or, as two rows, a library call. gru_fp32's seven 16 x 48
 # steps (AMD EPYC, 2026-11-28, two interleaved benchmark runs): XLA compile 144/121 -> 100/100
 # ms, first result 201/198 -> 188/179 ms (IREE's 780), batch 1 0.0077 -> 0.009 ms (IREE's
-# 0.029); cnn_fp32's 16 x 10 classifier within noise. A larger
-# weight loses at run time (lstm_fp32's 128 x 512 steps: batch 1 0.094 -> 0.18 ms, evaluate
-# 46,000 -> 7,000 samples/s).
+# 0.029); cnn_fp32's 16 x 10 classifier within noise. A larger weight loses at run time
+# (lstm_fp32's 128 x 512 steps: batch 1 0.094 -> 0.18 ms, evaluate 46,000 -> 7,000 samples/s).
+# Every platform's trace takes this form (float products reach cpu_dot on all); GPUs unmeasured.
 TINY_ROW_PRODUCT = 4096
 
 
