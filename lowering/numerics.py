@@ -259,14 +259,6 @@ ROW_DOT_MIN_MACS = 1 << 14
 # (tosa_jax.model.ROW_PAIR_PRODUCTS).
 _ROW_PAIRS: contextvars.ContextVar[bool] = contextvars.ContextVar("tosa_jax_row_pairs",
                                                                   default=False)
-# cpu_dot's products of 8-bit integers with one leading batch dimension of at most this many
-# elements (attention heads) run as one product per element, concatenated. XLA CPU gives
-# YNNPACK a batched product only when its operands are in canonical layout; in a graph the
-# heads' transpose is folded into the product (its lhs then not canonical), and XLA widens both
-# operands to int32 for a loop of its own. bert_tiny_int8 (AMD EPYC, 2026-11-28): its four
-# attention products 91 us each -> two YNNPACK calls of 12-15 us, batch 1 1.11/1.02 ->
-# 0.77/0.86 ms and evaluate 1,522/1,497 -> 2,212/1,739 samples/s (two interleaved benchmark runs).
-SPLIT_BATCH_MAX = 16
 # cpu_dot's FP32 products of one row with a weight of at most this many elements (a small
 # recurrent step's product, a small classifier) are multiplications and a sum over the
 # contracted axis: a loop that XLA fuses with the row's consumers, where a product is a kernel
@@ -299,8 +291,8 @@ def cpu_dot(a: Array, b: Array, dims: Any, acc: Any, precision: Any = None) -> A
     vmap, evaluate's batches, the copy doubles that product's rows: 0.4% of mobilenetv2_int8's
     multiply-adds.) FP32 products of one row likewise inside ``row_pairs``, whatever their
     size (see ROW_DOT_MIN_MACS), but those of a weight of at most TINY_ROW_PRODUCT elements as
-    multiplications and a sum. A batched product of 8-bit integers as one product per batch
-    element (SPLIT_BATCH_MAX)."""
+    multiplications and a sum. A batched product of 8-bit integers (attention's heads) takes
+    its operands computed apart (``_batched_bytes``)."""
     (ca, _), (ba, _) = dims
     free = [d for d in range(np.ndim(a)) if d not in ca and d not in ba]
     one_row = not ba and free and math.prod(np.shape(a)[d] for d in free) == 1
@@ -326,15 +318,32 @@ def cpu_dot(a: Array, b: Array, dims: Any, acc: Any, precision: Any = None) -> A
         y = lax.dot_general(lax.broadcast_in_dim(a, tuple(two), tuple(range(len(two)))), b, dims,
                             precision=precision, preferred_element_type=acc)
         return lax.slice_in_dim(y, 0, 1, axis=0)  # (no batch axes: the lhs's free axes lead)
-    n = np.shape(a)[0] if ba == (0,) and dims[1][1] == (0,) else 0
-    if (1 < n <= SPLIT_BATCH_MAX and jnp.issubdtype(acc, jnp.integer)
-            and all(np.dtype(v.dtype) in _BYTE_BOUND for v in (a, b))):
-        inner = ((tuple(d - 1 for d in ca), tuple(d - 1 for d in dims[0][1])), ((), ()))
-        ys = [lax.dot_general(lax.index_in_dim(a, i, 0, False), lax.index_in_dim(b, i, 0, False),
-                              inner, precision=precision, preferred_element_type=acc)
-              for i in range(n)]
-        return lax.concatenate([lax.expand_dims(y, (0,)) for y in ys], 0)
+    if ba and jnp.issubdtype(acc, jnp.integer) and _batched_bytes(a, b, dims):
+        a, b = fusion_boundary(a), fusion_boundary(b)
     return lax.dot_general(a, b, dims, precision=precision, preferred_element_type=acc)
+
+
+def _batched_bytes(a: Array, b: Array, dims: Any) -> bool:
+    """Whether ``cpu_dot``'s batched product of ``a`` and ``b`` takes its operands through
+    fusion_boundary: 8-bit integers whose product per batch element (head) is a matrix product
+    (more than one row and column) of ROW_DOT_MIN_MACS or more, what YNNPACK takes and runs
+    faster than XLA's own loop.
+
+    XLA CPU gives YNNPACK a product only when its operands are in canonical layout. In a graph
+    the heads' TRANSPOSE is folded into the product's dimensions (its lhs then not canonical),
+    and XLA widens both operands to int32 for a loop of its own; computed apart, an operand
+    reaches the product as it is. One product alone, a transpose [2, 128, 64] x [2, 64, 128]:
+    141 -> 54-58 us (61-63 as one product per head). bert_tiny_int8's four attention products
+    (AMD EPYC, 2026-11-28; 91 us each in XLA's loop), two benchmark runs each, the same hour:
+    batch 1 1.11/1.02 -> 0.80/0.78 ms, batch 64 963/1,184 -> 1,722/1,765 samples/s, evaluate
+    1,522/1,497 -> 2,012/1,985, bit-exact."""
+    if not all(np.dtype(v.dtype) in _BYTE_BOUND for v in (a, b)):
+        return False
+    (ca, cb), (ba, bb) = dims
+    rows = math.prod(d for i, d in enumerate(np.shape(a)) if i not in ca and i not in ba)
+    cols = math.prod(d for i, d in enumerate(np.shape(b)) if i not in cb and i not in bb)
+    depth = math.prod(np.shape(a)[i] for i in ca)
+    return rows > 1 and cols > 1 and rows * depth * cols >= ROW_DOT_MIN_MACS
 
 
 def int_dot_general(a: Array, b: Array, dims: Any) -> Array:

@@ -210,15 +210,15 @@ def test_one_row_int8_product(reference, zp: int) -> None:
     assert f"s32[{n},{k}]" not in hlo and f"s32[{k},{n}]" not in hlo
 
 
-def test_batched_int8_product_per_head(reference) -> None:
+def test_batched_int8_product_of_transposed_heads(reference) -> None:
     # Attention heads: an int8 MATMUL whose A is a TRANSPOSE of the heads. XLA CPU folds the
-    # transpose into a batched product and then widens both operands to int32 for a loop of
-    # its own; numerics.cpu_dot computes one product per head (SPLIT_BATCH_MAX), each an int8
-    # library product. Exact against the reference model, no int32 operand compiled.
-    from tosa_jax.lowering.numerics import SPLIT_BATCH_MAX
+    # transpose into the product and then widens both operands to int32 for a loop of its own;
+    # numerics.cpu_dot computes the operands apart (fusion_boundary), and the product stays one
+    # int8 library product. Exact against the reference model, no int32 operand compiled.
+    from tosa_jax.lowering.numerics import ROW_DOT_MIN_MACS
 
-    heads, rows, c, cols = 4, 24, 32, 20
-    assert heads <= SPLIT_BATCH_MAX
+    heads, rows, c, cols = 4, 32, 32, 20
+    assert rows * c * cols >= ROW_DOT_MIN_MACS
     x = _int((rows, heads, c), -128, 127, np.int8)
     bmat = _int((heads, c, cols), -128, 127, np.int8)
     b = GraphBuilder()
@@ -232,7 +232,7 @@ def test_batched_int8_product_per_head(reference) -> None:
     np.testing.assert_array_equal(model.run({"x": x, "y": bmat})[out], expected)
     model.compile(x, bmat)
     hlo = next(iter(model._executables.values())).exe.as_text()
-    # one product per head, of int8 operands (their fusions' parameters), none batched
+    # one product, of int8 operands (its fusion's parameters), batched over the heads
     products = re.findall(r"\n%fused_computation[.\d]* \(param_0[.\d]*: (\w+)\[[^\n]*\n"
-                          r"(?:  [^\n]*\n)*?  ROOT %dot[.\d]* = s32\[(\d+),(\d+)\]", hlo)
-    assert products == [("s8", str(rows), str(cols))] * heads
+                          r"(?:  [^\n]*\n)*?  ROOT %dot[.\d]* = s32\[([\d,]+)\]", hlo)
+    assert products == [("s8", f"{heads},{rows},{cols}")]
