@@ -12,7 +12,11 @@ element than its neighbours, or far larger, is where to look (2026-11-27: unet_i
 norms held each group's statistics chain, about 100 operations, recomputed for every element:
 ``tosa_jax.executor``'s shared values). Kernels that run on other threads overlap: their times
 add up to more than the call's; the tracing itself adds a little to each kernel (compare
-kernels with each other, not with the benchmark's figures).
+kernels with each other, not with the benchmark's figures). Every thunk named after an
+instruction of the entry computation is listed: before 2026-11-28 (thirty-fifth session) only
+fusions, products and copies were, and Eigen's convolutions were missing (unet_fp32: its 13
+convolutions 432 us of a 1,540-1,600 us call, all listed kernels 921 us; the rest is the
+executor's own time between kernels).
 """
 
 from __future__ import annotations
@@ -43,6 +47,14 @@ def fusion_sizes(hlo: str) -> dict[str, int]:
         r"%([\w.\-]+) = [^\n]* fusion\([^\n]*calls=(%[\w.\-]+)", hlo)}
 
 
+def entry_instructions(hlo: str) -> set[str]:
+    """The names of the entry computation's instructions: what its thunks are named after
+    (fusions, library products and convolutions, copies...)."""
+    entry = re.search(r"^ENTRY [^\n]*\{\n(.*?)\n\}", hlo, re.S | re.M)
+    return set() if entry is None else set(re.findall(r"^\s+(?:ROOT )?%([\w.\-]+) = ",
+                                                       entry.group(1), re.M))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("graph")
@@ -55,7 +67,9 @@ def main() -> int:
     print(f"compiling {args.graph} ...", file=sys.stderr, flush=True)
     model.compile(*inputs)
     slot = next(iter(model._executables.values()))
-    sizes = fusion_sizes(slot.exe.as_text())
+    hlo = slot.exe.as_text()
+    sizes = fusion_sizes(hlo)
+    thunks = entry_instructions(hlo)
     for _ in range(10):
         jax.block_until_ready(model(*inputs))
 
@@ -74,7 +88,7 @@ def main() -> int:
             for event in line.events:
                 if event.name == "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice":
                     calls.append(event.duration_ns / 1e3)
-                elif event.name in sizes or event.name.startswith(("dot", "wrapped_", "copy")):
+                elif event.name in thunks or event.name.startswith(("dot", "wrapped_", "copy")):
                     total[event.name] += event.duration_ns / 1e3 / args.calls
     print(f"{args.graph}: executable {np.median(calls):.1f} us a call (median of {len(calls)}), "
           f"{len(sizes)} fusions")
