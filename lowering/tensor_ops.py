@@ -83,6 +83,15 @@ def _const_eval(fn: Any, *args: Any) -> Any:
     return fn(*args)
 
 
+def _int32_sum(x: Any, axis: int) -> Any:
+    """The int32 sum of ``x`` along ``axis`` (kept), modulo 2**32: with numpy for a host
+    constant (a MATMUL's constant operand), where JAX would compile and run programs while the
+    graph is traced."""
+    if isinstance(x, np.ndarray):
+        return np.sum(x.astype(np.int32), axis=axis, keepdims=True, dtype=np.int32)
+    return lax_sum(as_i32(x), axis, jnp.int32)
+
+
 def _times(v: Any, k: int) -> Any:
     """int32 ``v * k`` (modulo 2**32): with numpy for a host constant ``v``."""
     return v * np.int32(k) if isinstance(v, np.ndarray) else lx(lax.mul, v, np.int32(k))
@@ -994,11 +1003,9 @@ def matmul(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: N8
             return acc - b_zp * row - a_zp * col + jnp.int32(c) * a_zp * b_zp
         # (lax operations, as in numerics: jax.numpy's operators trace a wrapper per shape)
         if b_zp != 0:
-            row = _const_eval(lambda t: lax_sum(as_i32(t), 2, jnp.int32), A)
-            acc = lx(lax.sub, acc, _times(row, b_zp))
+            acc = lx(lax.sub, acc, _times(_int32_sum(A, 2), b_zp))
         if a_zp != 0:
-            col = _const_eval(lambda t: lax_sum(as_i32(t), 1, jnp.int32), B)
-            acc = lx(lax.sub, acc, _times(col, a_zp))
+            acc = lx(lax.sub, acc, _times(_int32_sum(B, 1), a_zp))
         both = _wrap32(c * int(a_zp) * int(b_zp))
         return lx(lax.add, acc, np.int32(both)) if both else acc
     if in_t != "INT16" or out_t != "INT48":

@@ -156,3 +156,25 @@ def test_one_traceback_without_the_private_context(monkeypatch: pytest.MonkeyPat
     eqns = jax.make_jaxpr(model.fn)(*xs).eqns
     assert len(eqns) > 100
     assert len({id(e.source_info.traceback) for e in eqns}) > 1  # JAX's own, per equation
+
+
+@pytest.mark.parametrize("constant", ["A", "B"])
+def test_int8_matmul_of_a_constant_traces_without_compiling(reference, constant: str) -> None:
+    # A MATMUL of a constant operand (a linear layer's weight) with zero points: the constant's
+    # zero-point sums are computed with numpy, not by JAX programs compiled while tracing.
+    a = RNG.integers(-128, 128, (2, 24, 32)).astype(np.int8)
+    b = RNG.integers(-128, 128, (2, 32, 20)).astype(np.int8)
+    g = GraphBuilder()
+    ins = {"A": a, "B": b}
+    names = [g.const(v, "INT8") if k == constant else g.input(k, v.shape, "INT8")
+             for k, v in ins.items()]
+    out = g.op("MATMUL", [*names, g.const([-3], "INT8"), g.const([5], "INT8")], (2, 24, 20),
+               "INT32")
+    data = tosa_jax.write(g.build([out]))
+    feed = {k: v for k, v in ins.items() if k != constant}
+    model = tosa_jax.load(data, cache=False)
+    xs = [jax.ShapeDtypeStruct(s.shape, s.np_dtype) for s in model.inputs]
+    with count_compiles() as seen:
+        jax.jit(model.fn).trace(*xs)
+    assert seen == [], f"{len(seen)} XLA compilations while tracing"
+    np.testing.assert_array_equal(model.run(feed)[out], reference(data, feed, [out])[out])
