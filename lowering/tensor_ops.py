@@ -965,7 +965,9 @@ def matmul_t(node: Node, A: Any, B: Any, A_zp: Any, B_zp: Any) -> Any:  # noqa: 
         if d != n:  # [N, H, 1, W] -> [N, H, W]
             acc = acc.reshape(n, h, w)
         return acc.astype(DEVICE_DTYPES[out_t])
-    bt = _const_eval(lambda t: jnp.broadcast_to(jnp.swapaxes(jnp.asarray(t), 1, 2), (n, c, w)), B)
+    bt = (np.ascontiguousarray(np.broadcast_to(np.swapaxes(B, 1, 2), (n, c, w)))
+          if isinstance(B, np.ndarray)  # (a constant weight: numpy, no program run now)
+          else jnp.broadcast_to(jnp.swapaxes(jnp.asarray(B), 1, 2), (n, c, w)))
     b_tensor = dataclasses.replace(node.inputs[1], shape=(n, c, w), data=None)
     inner = dataclasses.replace(node, inputs=(node.inputs[0], b_tensor) + node.inputs[2:])
     return matmul(inner, A, bt, A_zp, B_zp)

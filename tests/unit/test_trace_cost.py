@@ -178,3 +178,19 @@ def test_int8_matmul_of_a_constant_traces_without_compiling(reference, constant:
         jax.jit(model.fn).trace(*xs)
     assert seen == [], f"{len(seen)} XLA compilations while tracing"
     np.testing.assert_array_equal(model.run(feed)[out], reference(data, feed, [out])[out])
+
+
+def test_int8_matmul_t_of_a_constant_traces_without_compiling(reference) -> None:
+    # TOSA 1.1's MATMUL_T of a constant B [1, W, C] (a weight shared by the batch): its
+    # transposed, broadcast copy and zero-point sums are made with numpy while tracing.
+    a = RNG.integers(-128, 128, (2, 24, 32)).astype(np.int8)
+    b = RNG.integers(-128, 128, (1, 20, 32)).astype(np.int8)
+    g = GraphBuilder((1, 1, 0, True))
+    out = g.op("MATMUL_T", [g.input("A", a.shape, "INT8"), g.const(b, "INT8"),
+                            g.const([-3], "INT8"), g.const([5], "INT8")], (2, 24, 20), "INT32")
+    data = tosa_jax.write(g.build([out]))
+    model = tosa_jax.load(data, cache=False)
+    with count_compiles() as seen:
+        jax.jit(model.fn).trace(jax.ShapeDtypeStruct(a.shape, a.dtype))
+    assert seen == [], f"{len(seen)} XLA compilations while tracing"
+    np.testing.assert_array_equal(model.run({"A": a})[out], reference(data, {"A": a}, [out])[out])
