@@ -10,13 +10,22 @@ its backend starts (this script sets it); ``jax.profiler`` collects them and
 ``jax.profiler.ProfileData`` reads them back, no TensorBoard needed. A fusion far slower per
 element than its neighbours, or far larger, is where to look (2026-11-27: unet_int8's group
 norms held each group's statistics chain, about 100 operations, recomputed for every element:
-``tosa_jax.executor``'s shared values). Kernels that run on other threads overlap: their times
-add up to more than the call's; the tracing itself adds a little to each kernel (compare
-kernels with each other, not with the benchmark's figures). Every thunk named after an
-instruction of the entry computation is listed: before 2026-11-28 (thirty-fifth session) only
-fusions, products and copies were, and Eigen's convolutions were missing (unet_fp32: its 13
-convolutions 432 us of a 1,540-1,600 us call, all listed kernels 921 us; the rest is the
-executor's own time between kernels).
+``tosa_jax.executor``'s shared values). Every thunk named after an instruction of the entry
+computation is listed.
+
+Two times a kernel: its thunk's event, and its span, from that event's start to the thunk's
+``end:`` marker. They differ for the kernels XLA runs asynchronously, Eigen's convolutions and
+products: the event ends when the work is handed to the thread pool, the marker is recorded
+when the last part of it is done (or a little later, when the thread that finishes it gets to
+its callback: spans are an upper bound, events a lower one). The header gives the part of a
+call during which some listed kernel is in flight. Before 2026-11-28 (thirty-sixth session)
+only events were listed, which read unet_fp32's 13 convolutions as 432 us of a 1,540-1,600 us
+call and about 40% of it as the executor's time between kernels; their spans are 1,500-1,900
+us, a listed kernel is in flight for 97% of the call, and one of its 32x32x32 -> 32
+convolutions alone runs in 166-180 us (the thirty-fifth session's measure), as its spans say.
+Kernels on other threads overlap: their times add up to more than the call's; the tracing
+itself adds a little to each kernel (compare kernels with each other, not with the benchmark's
+figures).
 """
 
 from __future__ import annotations
@@ -81,20 +90,52 @@ def main() -> int:
         trace = glob.glob(f"{trace_dir}/**/*.xplane.pb", recursive=True)[0]
         profile = jax.profiler.ProfileData.from_file(trace)
 
-    total: collections.Counter[str] = collections.Counter()
-    calls: list[float] = []
+    # Every thunk event (start, duration) and its "end: NAME" markers, on whichever thread each
+    # was recorded (see the module's docstring).
+    calls: list[tuple[int, int]] = []
+    events: dict[str, list[tuple[int, int]]] = collections.defaultdict(list)
+    ends: dict[str, list[int]] = collections.defaultdict(list)
     for plane in profile.planes:
         for line in plane.lines:
             for event in line.events:
-                if event.name == "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice":
-                    calls.append(event.duration_ns / 1e3)
-                elif event.name in thunks or event.name.startswith(("dot", "wrapped_", "copy")):
-                    total[event.name] += event.duration_ns / 1e3 / args.calls
-    print(f"{args.graph}: executable {np.median(calls):.1f} us a call (median of {len(calls)}), "
-          f"{len(sizes)} fusions")
-    print(f"{'us/call':>9} {'instr':>6}  kernel")
-    for name, us in total.most_common(args.top):
-        print(f"{us:9.1f} {sizes.get(name, 0):6d}  {name}")
+                name = event.name
+                if name == "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice":
+                    calls.append((event.start_ns, event.duration_ns))
+                elif name.startswith("end: ") and name[5:] in thunks:
+                    ends[name[5:]].append(event.start_ns + event.duration_ns)
+                elif name in thunks or name.startswith(("dot", "wrapped_", "copy")):
+                    events[name].append((event.start_ns, event.duration_ns))
+    calls.sort()
+    launch: collections.Counter[str] = collections.Counter()
+    span: collections.Counter[str] = collections.Counter()
+    intervals = []
+    for name, started in events.items():
+        done = sorted(ends.get(name, ()))
+        for t, duration in sorted(started):
+            # the first end marker after this start; none: the event is the kernel's run
+            i = next((j for j, e in enumerate(done) if e >= t), None)
+            stop = done.pop(i) if i is not None else t + duration
+            launch[name] += duration / 1e3 / args.calls
+            span[name] += (stop - t) / 1e3 / args.calls
+            intervals.append((t, stop))
+    intervals.sort()
+    covered = []
+    for t0, dur in calls:  # the part of each call some listed kernel is in flight
+        busy, end = 0, t0
+        for a, b in intervals:
+            a, b = max(a, end), min(b, t0 + dur)
+            if b > a:
+                busy += b - a
+                end = b
+        covered.append(busy / dur if dur else 0.0)
+    median_call = float(np.median([d for _, d in calls])) / 1e3
+    print(f"{args.graph}: executable {median_call:.1f} us a call (median of {len(calls)}), "
+          f"{len(sizes)} fusions; some listed kernel in flight {100 * np.median(covered):.0f}% "
+          "of a call")
+    print(f"{'span us':>9} {'event us':>9} {'instr':>6}  kernel   (span: from the thunk's "
+          "start to its end marker, an asynchronous kernel's whole run)")
+    for name, us in span.most_common(args.top):
+        print(f"{us:9.1f} {launch[name]:9.1f} {sizes.get(name, 0):6d}  {name}")
     return 0
 
 
