@@ -19,7 +19,6 @@ default); the program itself has no collective, only the gather of the outputs d
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import time
 import zlib
@@ -43,6 +42,7 @@ from tosa_jax.model import (
     compiled_bytes,
     load,
     no_gc,
+    usable_cores,
     xla_options,
 )
 
@@ -211,14 +211,6 @@ ONE_SAMPLE_BYTES = 1 << 20
 # 17,108 -> 34,907 -> 41,963, resnet_int8 (1.5 MiB) 13,389 -> 22,954 -> 24,587, lstm_int8
 # 9,275 -> 32,364 -> 90,034; compile times within 10%.
 ACCEL_CHUNK_BYTES = 256 << 20
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity; else the machine's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def auto_chunk(model: Model, platform: str = "cpu", devices: int = 1) -> int:

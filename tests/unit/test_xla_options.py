@@ -26,12 +26,20 @@ def _xla_executables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOSA_JAX_NPEXEC", "0")
 
 
+# What a small float graph of few transcendentals takes (model.ELEMENTAL_TRANSCENDENTALS): the
+# elemental emitters, their module split into SPLIT_PER_CORE parts a usable core (model.XLA_SPLIT
+# at most)
+_ELEMENTAL = {model_mod._EMITTERS: False,
+              model_mod._SPLIT: min(model_mod.XLA_SPLIT,
+                                    model_mod.SPLIT_PER_CORE * model_mod.usable_cores())}
+
+
 def test_options_follow_convolution_types(tmp_path) -> None:
     fp = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
     i8 = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=False)
     assert fp.conv_kinds == ["float"] and i8.conv_kinds == ["int"]
     # (a small float graph: XLA's elemental emitters too, see the test below)
-    assert fp.xla_options() == {**model_mod.FLOAT_CONV_OPTIONS, model_mod._EMITTERS: False}
+    assert fp.xla_options() == {**model_mod.FLOAT_CONV_OPTIONS, **_ELEMENTAL}
     assert i8.xla_options() == {}
     assert model_mod.xla_options(["float"], "gpu") == {}
     assert model_mod.xla_options(["float", "int"], "cpu") == {}
@@ -84,7 +92,7 @@ def test_unknown_option_compiles_without_it(monkeypatch) -> None:
     monkeypatch.setattr(model_mod, "FLOAT_CONV_OPTIONS", {"xla_cpu_no_such_option": "x"})
     x = np.load(FIXTURES / "cnn_fp32.input.npy")
     m = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)
-    assert m.xla_options() == {"xla_cpu_no_such_option": "x", model_mod._EMITTERS: False}
+    assert m.xla_options() == {"xla_cpu_no_such_option": "x", **_ELEMENTAL}
     got = np.asarray(m(x))  # compiled without the unknown option
     monkeypatch.undo()
     expected = tosa_jax.load(FIXTURES / "cnn_fp32.tosa", cache=False)(x)
@@ -161,7 +169,7 @@ def test_elemental_emitters_for_small_float_graphs_of_few_transcendentals() -> N
     at, over = _tanh_graph(limit), _tanh_graph(limit + 1)
     assert at.transcendentals == limit and over.transcendentals == limit + 1
     assert at.small_floats() and over.small_floats()
-    assert at.xla_options() == {model_mod._EMITTERS: False}
+    assert at.xla_options() == _ELEMENTAL
     assert over.xla_options() == {}
     assert model_mod._EMITTERS not in tosa_jax.load(FIXTURES / "cnn_int8.tosa",
                                                     cache=False).xla_options()
@@ -190,9 +198,13 @@ def test_elemental_emitters_compute_the_fusion_emitters_bits(name: str) -> None:
     xs = [x, (rng.standard_normal(x.shape) * x.std() + x.mean()).astype(x.dtype)]
     options = m.xla_options((x,))
     assert options.pop(model_mod._EMITTERS) is False
+    split = options.pop(model_mod._SPLIT)
+    assert 1 <= split <= model_mod.XLA_SPLIT
     lowered = m._lower((x,))
+    # (the elemental emitters as the model compiles them: their module in `split` parts)
     elemental, fusion = (model_mod.compile_lowered(lowered, {**options, **extra})
-                         for extra in ({model_mod._EMITTERS: False}, {}))
+                         for extra in ({model_mod._EMITTERS: False, model_mod._SPLIT: split},
+                                       {}))
     # two compiles, not one executable from JAX's in-memory cache
     assert (getattr(elemental, "exe", elemental).runtime_executable()
             is not getattr(fusion, "exe", fusion).runtime_executable())
