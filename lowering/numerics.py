@@ -535,6 +535,16 @@ def broadcast_to(x: Array, shape: tuple[int, ...]) -> Array:
     return lax.broadcast_in_dim(x, shape, tuple(range(len(shape) - np.ndim(x), len(shape))))
 
 
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """np.broadcast_shapes of two shapes, the common case (``b`` broadcasts to ``a``: a scalar,
+    a per-channel constant) without numpy's machinery, which costs ~10 us a call in tracing."""
+    if a == b or not b:
+        return a
+    if len(b) <= len(a) and all(y == 1 or y == x for x, y in zip(a[len(a) - len(b):], b)):
+        return a
+    return np.broadcast_shapes(a, b)
+
+
 def lax_const(c: Any, like: Array) -> Array:
     """A host constant as an operand of a lax operation with ``like`` (``c`` broadcasts to
     ``like``'s shape as in numpy, in ``like``'s dtype): a scalar literal when every element is
@@ -543,7 +553,7 @@ def lax_const(c: Any, like: Array) -> Array:
     if c.size and (c.ndim == 0 or (c == c.flat[0]).all()):
         return np.asarray(c.flat[0]).astype(like.dtype)
     shape = np.shape(like)
-    assert np.broadcast_shapes(c.shape, shape) == shape, (c.shape, shape)
+    assert broadcast_shape(shape, c.shape) == shape, (c.shape, shape)
     c = c.reshape(c.shape[next((i for i, n in enumerate(c.shape) if n != 1), c.ndim):])
     return lax.broadcast_in_dim(c.astype(like.dtype), shape,
                                 tuple(range(len(shape) - c.ndim, len(shape))))
@@ -566,7 +576,7 @@ def lx(f: Any, a: Array, b: Any) -> Array:
             if _is_identity(f, a, b):
                 return a
             return f(a, b.astype(a.dtype))
-    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    shape = broadcast_shape(np.shape(a), np.shape(b))
     if isinstance(b, jax.Array):  # traced (a rolled loop's per-step scale): broadcast both
         return f(*(broadcast_to(x, shape) for x in (a, b)))
     if shape != np.shape(a):  # a constant wider than ``a``: broadcast ``a`` first
@@ -578,7 +588,7 @@ def lx(f: Any, a: Array, b: Any) -> Array:
 def _is_identity(f: Any, a: Any, b: np.ndarray) -> bool:
     """``b`` (a host scalar) is the identity of ``f`` on ``a``'s integers (_IDENTITY)."""
     one = _IDENTITY.get(f)
-    return one is not None and b == one and jnp.issubdtype(a.dtype, jnp.integer)
+    return one is not None and b == one and np.dtype(a.dtype).kind in "iu"
 
 
 def lax_binary(f: Any, a: Any, b: Any) -> Array | None:
@@ -864,8 +874,10 @@ def _pow2(k: Array) -> Wide:
 def apply_scale_32(value: Array, multiplier: Array, shift: Array,
                    double_round: bool = False, value_bits: int = 32,
                    value_range: tuple[int, int] | None = None,
-                   known: tuple[np.ndarray, np.ndarray] | None = None) -> Array:
-    """apply_scale_32: (value * multiplier + round) >> shift, exactly, as int32.
+                   known: tuple[np.ndarray, np.ndarray] | None = None,
+                   out_zp: int = 0) -> Array:
+    """apply_scale_32: (value * multiplier + round) >> shift, exactly, as int32; plus
+    ``out_zp`` (RESCALE's output zero point, apply_add_s: its REQUIRE keeps the sum in int32).
 
     ``multiplier`` and ``shift`` broadcast against ``value`` (per-channel: along the last axis).
     ``value_bits``: a bound the caller knows, |value| < 2**(value_bits - 1) (RESCALE of an
@@ -875,31 +887,43 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
     ``known``: for a traced ``multiplier`` and ``shift``, every value they can take (one step
     of a rolled loop: the scales of every step, stacked); the short forms that hold for each of
     them apply.
+    The short forms with constant scales add ``out_zp`` with their round, before their last
+    shift, where the sum provably stays in int32: (X + zp 2**k) >> k = (X >> k) + zp, one
+    operation fewer (_zp_term).
     """
     if is_host(value, multiplier, shift):
         host = _apply_scale_32_host(value, multiplier, shift, double_round)
         if host is not None:
-            return host
+            return (host.astype(np.int64) + out_zp).astype(np.int32)
     value = as_i32(value)
     if value_range is None and value_bits < 32:
         value_range = (1 - (1 << (value_bits - 1)), (1 << (value_bits - 1)) - 1)
     fixed = is_host(multiplier, shift)  # constant scales: short exact int32 forms
     plan = (multiplier, shift) if fixed else known  # the values the forms must hold for
     if plan is not None and value_range is not None:
-        narrow = _scale_32_narrow(value, multiplier, shift, double_round, value_range, plan)
+        narrow = _scale_32_narrow(value, multiplier, shift, double_round, value_range, plan,
+                                  out_zp)
         if narrow is not None:
             return narrow
-        cuts = _pieces_plan(*plan, double_round, value_range)
-        if cuts is not None:
-            return _scale_32_pieces(value, multiplier, shift, double_round, cuts, plan)
+        pieces = _pieces_search(*plan, double_round, value_range)
+        common = _common_shift(multiplier, shift) if fixed and not double_round else None
+        if common is not None:  # no more pieces for one shift: its round and shift scalars
+            most = len(pieces[0]) - 1 if pieces else 4
+            one = _pieces_search(*common, False, value_range, most)
+            if one is not None:
+                return _scale_32_pieces(value, *common, False, one[0], None, one[1], out_zp)
+        if pieces is not None:
+            return _scale_32_pieces(value, multiplier, shift, double_round, pieces[0], plan,
+                                    pieces[1], out_zp)
     if plan is not None and not double_round:
         offset = _split_plan(*plan, value_range or INT_RANGES["INT32"])
         if offset is not None:
-            return _scale_32_split(value, multiplier, shift, offset)
+            return _scale_32_split(value, multiplier, shift, offset,
+                                   value_range or INT_RANGES["INT32"], out_zp)
     if plan is not None:
         fast = _scale_32_const(value, multiplier, shift, double_round, plan)
         if fast is not None:
-            return fast
+            return lx(lax.add, fast, np.int32(out_zp))
     if is_host(multiplier, shift) and 0 <= np.min(shift) and np.max(shift) <= 62:
         # constant scales: the round term from numpy
         shift = np.asarray(shift).astype(np.int32)
@@ -913,12 +937,40 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
         adjust = jnp.where(shift > 31, jnp.where(value >= 0, 1 << 30, -(1 << 30)), 0)
         rnd = wide_add(Wide(jnp.broadcast_to(rnd.hi, value.shape),
                             jnp.broadcast_to(rnd.lo, value.shape)), wide(adjust))
-    return wide_low32(wide_sra(wide_add(product, rnd), shift))
+    return lx(lax.add, wide_low32(wide_sra(wide_add(product, rnd), shift)), np.int32(out_zp))
+
+
+def _zp_term(out_zp: int, k: Any, fixed: bool, *ranges: tuple[int, int]) -> np.ndarray:
+    """out_zp 2**k (int64, per channel where the last shift k is): the zero point added before
+    that shift, where the scales are constants (``fixed``) and every partial sum's range in
+    ``ranges`` stays in int32 with it; else 0, and the caller adds the zero point after."""
+    if not out_zp or not fixed:
+        return np.int64(0)
+    if int(np.max(k)) > 31:  # (no nonzero out_zp 2**k fits int32 then)
+        return np.int64(0)
+    term = np.left_shift(np.int64(out_zp), np.asarray(k).astype(np.int64))
+    if not all(_fits_i32(lo + int(term.min()), hi + int(term.max()))
+                                      for lo, hi in ranges):
+        return np.int64(0)
+    return term
+
+
+def _with_zp(c: Any, term: np.ndarray) -> Any:
+    """A constant operand plus a folded zero point term (a traced one is left as it is: its
+    term is 0)."""
+    return c + term if np.any(term) else c
+
+
+def _plus_zp(result: Array, out_zp: int, term: np.ndarray) -> Array:
+    """``result`` plus the zero point where ``_zp_term`` did not fold it in."""
+    return result if np.any(term) or not out_zp else lx(lax.add, result, np.int32(out_zp))
 
 
 def _broadcast_value(value: Array, *consts: np.ndarray) -> Array:
     """``value`` broadcast to its shape with the constants' (a per-channel scale of a scalar)."""
-    shape = np.broadcast_shapes(np.shape(value), *(np.shape(c) for c in consts))
+    shape = np.shape(value)
+    for c in consts:
+        shape = broadcast_shape(shape, np.shape(c))
     return broadcast_to(value, shape)
 
 
@@ -966,7 +1018,8 @@ def _mulhi_const(v: Array, m: Any) -> Array:
 
 def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round: bool,
                      value_range: tuple[int, int] = (-511, 511),
-                     plan: tuple[np.ndarray, np.ndarray] | None = None) -> Array | None:
+                     plan: tuple[np.ndarray, np.ndarray] | None = None,
+                     out_zp: int = 0) -> Array | None:
     """apply_scale_32 with constant scales of a value known to lie in ``value_range`` (an 8- or
     16-bit input less its zero point), in six int32 operations; None where it does not apply
     (negative multipliers; shifts outside 1..47 or on both sides of 16; a range for which an
@@ -982,19 +1035,21 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round
       static_cast<int32_t> (A << (16 - shift) may wrap; the true product does not fit then).
 
     ``plan``: the values of the scales to check the bounds on (the scales themselves when
-    constant; every value of traced ones)."""
+    constant; every value of traced ones). ``out_zp``: as for apply_scale_32."""
     m, s = (np.asarray(v).astype(np.int64) for v in plan or (multiplier, shift))
     if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 1 or s.max() > 47:
         return None
-    mh, ml = (m >> 16).astype(np.int32), (m & 0xFFFF).astype(np.int32)
     lo, hi = int(value_range[0]), int(value_range[1])
 
     def span(k: int) -> tuple[int, int]:  # the range of value * c for 0 <= c <= k
         return min(lo * k, 0), max(hi * k, 0)
 
-    a_lo, a_hi = span(int(mh.max()))
+    a_lo, a_hi = span(int(m.max()) >> 16)  # (the largest mh: that of the largest m)
+    if not _fits_i32(a_lo, a_hi):  # A exact in int32 (an int32 input's rescale: not)
+        return None
+    ml = m & 0xFFFF
     b_lo, b_hi = span(int(ml.max()))
-    if not (_fits_i32(a_lo, a_hi) and _fits_i32(b_lo, b_hi)):  # A and B exact in int32
+    if not _fits_i32(b_lo, b_hi):  # B exact in int32
         return None
     if s.min() >= 17:
         dr = 1 << 14 if double_round and s.max() > 31 else 0
@@ -1006,11 +1061,15 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round
             return None
     else:
         return None
+    fixed = is_host(multiplier, shift)
     mult, sh = _scale_ints(multiplier, shift)
     value = _broadcast_value(value, mult, sh)
     op_mh, op_ml = (mult >> 16).astype(np.int32), (mult & 0xFFFF).astype(np.int32)
     if s.min() >= 17:
-        x = lx(lax.add, lx(lax.mul, value, op_mh), _pow2_of(sh - 17).astype(np.int32))
+        zp = _zp_term(out_zp, s - 16, fixed, (x_lo, x_hi),
+                      (x_lo + (b_lo >> 16), x_hi + (b_hi >> 16)))
+        x = lx(lax.add, lx(lax.mul, value, op_mh),
+               _with_zp(_pow2_of(sh - 17), zp).astype(np.int32))
         if dr:
             # +-2**14 by the value's sign: (c ^ sgn) - sgn negates c where sgn = -1
             sgn = lx(lax.shift_right_arithmetic, value, 31)
@@ -1018,13 +1077,15 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round
             x = lax.add(x, lax.sub(lx(lax.bitwise_xor, sgn, pos), sgn))
         if ml.any():  # else B = 0 (multipliers of 2**16, e.g. int8 ADD's 2**30): X alone
             x = lax.add(x, lx(lax.shift_right_arithmetic, lx(lax.mul, value, op_ml), 16))
-        return lx(lax.shift_right_arithmetic, x, (sh - 16).astype(np.int32))
+        return _plus_zp(lx(lax.shift_right_arithmetic, x, (sh - 16).astype(np.int32)), out_zp, zp)
     a = lx(lax.shift_left, lx(lax.mul, value, op_mh), (16 - sh).astype(np.int32))
     if not ml.any():  # (B + r) >> shift = 0 for B = 0, r < 2**shift
-        return a
-    rnd = _pow2_of(sh - 1).astype(np.int32)
-    return lax.add(a, lx(lax.shift_right_arithmetic, lx(lax.add, lx(lax.mul, value, op_ml), rnd),
-                         sh.astype(np.int32)))
+        return lx(lax.add, a, np.int32(out_zp))
+    zp = _zp_term(out_zp, s, fixed, (b_lo, b_hi + (1 << (int(s.max()) - 1))))
+    rnd = _with_zp(_pow2_of(sh - 1), zp).astype(np.int32)
+    return _plus_zp(lax.add(a, lx(lax.shift_right_arithmetic,
+                                  lx(lax.add, lx(lax.mul, value, op_ml), rnd),
+                                  sh.astype(np.int32))), out_zp, zp)
 
 
 def _pieces_plan(multiplier: Array, shift: Array, double_round: bool,
@@ -1033,40 +1094,88 @@ def _pieces_plan(multiplier: Array, shift: Array, double_round: bool,
     multipliers into the fewest pieces (at most ``most``) for which every step of
     ``_scale_32_pieces`` provably stays in int32 for values in ``value_range``; None if none do
     (negative multipliers, or shifts too small for the top cut)."""
+    plan = _pieces_search(multiplier, shift, double_round, value_range, most)
+    return None if plan is None else plan[0]
+
+
+def _pieces_search(multiplier: Array, shift: Array, double_round: bool,
+                   value_range: tuple[int, int], most: int = 4
+                   ) -> tuple[list[int], tuple[int, int]] | None:
+    """``_pieces_plan``'s cuts, with the range of the form's last sum (``_pieces_last``)."""
     m = np.asarray(multiplier).astype(np.int64)
     s = np.asarray(shift).astype(np.int64)
-    if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 1 or s.max() > 62:
+    if m.size == 0:
         return None
-    lo, hi = int(value_range[0]), int(value_range[1])
-    bits = max(int(m.max()).bit_length(), 1)
-    dr = double_round and int(s.max()) > 31
+    m_min, m_max, s_min, s_max = int(m.min()), int(m.max()), int(s.min()), int(s.max())
+    # (multipliers of up to 39 bits: 31-bit ones given one shift, _common_shift)
+    if m_min < 0 or m_max >= 1 << 39 or s_min < 1 or s_max > 62:
+        return None
+    bits = max(m_max.bit_length(), 1)
+    dr = double_round and s_max > 31
+    v = max(-int(value_range[0]), int(value_range[1]))
     for p in range(1, min(most, bits) + 1):
         width = -(-bits // p)
         cuts = [min(width * j, bits) for j in range(p + 1)]
         top = cuts[-2]
-        if len(set(cuts)) != p + 1 or top > int(s.min()) - 1 or (dr and top > 30):
+        if len(set(cuts)) != p + 1 or top > s_min - 1 or (dr and top > 30):
             continue
-        t: tuple[int, int] | None = None
-        for j in range(p):
-            piece = int(((m >> cuts[j]) & ((1 << (cuts[j + 1] - cuts[j])) - 1)).max())
-            t_lo, t_hi = min(lo * piece, 0), max(hi * piece, 0)  # value * piece
-            if t is not None:  # + the previous step, floor-shifted down to this piece
-                t_lo, t_hi = t_lo + (t[0] >> (cuts[j] - cuts[j - 1])), t_hi + (
-                    t[1] >> (cuts[j] - cuts[j - 1]))
-            if not _fits_i32(t_lo, t_hi):
-                break
-            t = (t_lo, t_hi)
-        else:
-            assert t is not None
-            pre = _pre_shift(s, top)
-            if dr and int((top + pre).max()) > 30:  # +-2**30 is no whole unit of the top
-                continue
-            a = int(pre.min())
-            rnd = np.left_shift(np.int64(1), s - 1 - top - pre)
-            d = int((np.int64(1) << (30 - top - pre)).max()) if dr else 0
-            if _fits_i32((t[0] >> a) + int(rnd.min()) - d, (t[1] >> a) + int(rnd.max()) + d):
-                return cuts
+        if v * (m_max >> top) >= 1 << 31:  # the top piece's product alone leaves int32
+            continue
+        t = _cascade_range(m, cuts, value_range)
+        if t is None:
+            continue
+        pre = _pre_shift(s, top)
+        if dr and int((top + pre).max()) > 30:  # +-2**30 is no whole unit of the top
+            continue
+        last = _pieces_last(t, s, double_round, top, pre)
+        if last is not None:
+            return cuts, last
     return None
+
+
+def _common_shift(multiplier: np.ndarray, shift: np.ndarray,
+                  most: int = 8) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-channel constant scales with one shift S = max(shift): multipliers
+    m 2**(S - shift), as (v m 2**k + 2**(s - 1) 2**k) >> (s + k) = (v m + 2**(s - 1)) >> s
+    (SINGLE_ROUND). None where the shifts are already one, or differ by more than ``most``."""
+    s = np.asarray(shift).astype(np.int64)
+    if s.size < 2 or s.min() == s.max() or s.max() - s.min() > most:
+        return None
+    m = np.asarray(multiplier).astype(np.int64)
+    if m.min() < 0:
+        return None
+    return m << (s.max() - s), np.full_like(s, s.max())
+
+
+def _cascade_range(m: np.ndarray, cuts: list[int],
+                   value_range: tuple[int, int]) -> tuple[int, int] | None:
+    """The range of ``_scale_32_pieces``' cascade T_{p-1} for values in ``value_range``; None
+    where some step T_j could leave int32."""
+    lo, hi = int(value_range[0]), int(value_range[1])
+    t: tuple[int, int] | None = None
+    for j in range(len(cuts) - 1):
+        piece = int(((m >> cuts[j]) & ((1 << (cuts[j + 1] - cuts[j])) - 1)).max())
+        t_lo, t_hi = min(lo * piece, 0), max(hi * piece, 0)  # value * piece
+        if t is not None:  # + the previous step, floor-shifted down to this piece
+            t_lo, t_hi = t_lo + (t[0] >> (cuts[j] - cuts[j - 1])), t_hi + (
+                t[1] >> (cuts[j] - cuts[j - 1]))
+        if not _fits_i32(t_lo, t_hi):
+            return None
+        t = (t_lo, t_hi)
+    return t
+
+
+def _pieces_last(t: tuple[int, int], s: np.ndarray, double_round: bool, top: int,
+                 pre: np.ndarray) -> tuple[int, int] | None:
+    """The range of ``_scale_32_pieces``' last sum before its round, from the cascade's range
+    ``t`` (the top step shifted down by its pre-shift ``pre``, DOUBLE_ROUND's +-2**30 added),
+    where the sum with the round stays in int32; else None."""
+    a = int(pre.min())
+    rnd = np.left_shift(np.int64(1), s - 1 - top - pre)
+    d = (int((np.int64(1) << (30 - top - pre)).max())
+         if double_round and int(s.max()) > 31 else 0)
+    lo, hi = (t[0] >> a) - d, (t[1] >> a) + d
+    return (lo, hi) if _fits_i32(lo + int(rnd.min()), hi + int(rnd.max())) else None
 
 
 def _pre_shift(s: Any, top: int) -> Any:
@@ -1078,7 +1187,8 @@ def _pre_shift(s: Any, top: int) -> Any:
 
 
 def _scale_32_pieces(value: Array, multiplier: Array, shift: Array, double_round: bool,
-                     cuts: list[int], plan: tuple[np.ndarray, np.ndarray] | None = None) -> Array:
+                     cuts: list[int], plan: tuple[np.ndarray, np.ndarray] | None = None,
+                     last: tuple[int, int] | None = None, out_zp: int = 0) -> Array:
     """apply_scale_32 with constant scales by a cascade over pieces of the multiplier, for
     values whose range ``_pieces_plan`` checked (the cuts it chose): 3 int32 operations a
     piece, where the general form takes about 20 (an int32 accumulator of an int8
@@ -1092,8 +1202,10 @@ def _scale_32_pieces(value: Array, multiplier: Array, shift: Array, double_round
     T' = T_{p-1} >> (v - u_{p-1}), v = max(u_{p-1}, shift - 31) (the same identity: r / 2**v
     is whole as v < shift, and v <= 30 for DOUBLE_ROUND, and below 2**31).
 
-    ``plan``: as for ``_scale_32_narrow``."""
+    ``plan``: as for ``_scale_32_narrow``; ``out_zp``: as for apply_scale_32, folded in by
+    the range of the last sum (``_pieces_search``) where given."""
     pm, ps = (np.asarray(v).astype(np.int64) for v in plan or (multiplier, shift))
+    fixed = is_host(multiplier, shift)
     m, s = _scale_ints(multiplier, shift)
     value = _broadcast_value(value, m, s)
     t = None
@@ -1117,14 +1229,26 @@ def _scale_32_pieces(value: Array, multiplier: Array, shift: Array, double_round
         sgn = lx(lax.shift_right_arithmetic, value, 31)  # -1 for negative values, else 0
         pos = (s > 31) * _pow2_of(_where(top_s < 30, 30 - top_s, 0))
         t = lax.add(t, lax.sub(lx(lax.bitwise_xor, sgn, pos.astype(np.int32)), sgn))  # +-pos
-    t = lx(lax.add, t, _pow2_of(s - 1 - top_s).astype(np.int32))
-    return lx(lax.shift_right_arithmetic, t, (s - top_s).astype(np.int32))
+    zp = np.int64(0)
+    if out_zp and fixed and last is not None:
+        rnd = np.left_shift(np.int64(1), s - 1 - top_s)
+        zp = _zp_term(out_zp, s - top_s, fixed,
+                      (last[0] + int(rnd.min()), last[1] + int(rnd.max())))
+    t = lx(lax.add, t, _with_zp(_pow2_of(s - 1 - top_s), zp).astype(np.int32))
+    return _plus_zp(lx(lax.shift_right_arithmetic, t, (s - top_s).astype(np.int32)), out_zp, zp)
 
 
 def _split_plan(multiplier: Array, shift: Array, value_range: tuple[int, int]) -> int | None:
     """The offset L (a multiple of 2**16) for which ``_scale_32_split`` is exact on values in
     ``value_range``: its middle sum X less L spans less than 2**32 and its top steps fit int32;
     None where that fails (or for shifts outside 33..62, negative multipliers)."""
+    plan = _split_ranges(multiplier, shift, value_range)
+    return None if plan is None else plan[0]
+
+
+def _split_ranges(multiplier: Array, shift: Array, value_range: tuple[int, int]
+                  ) -> tuple[int, tuple[int, int]] | None:
+    """``_split_plan``'s offset and the range of the form's top sum, before its last shift."""
     m = np.asarray(multiplier).astype(np.int64)
     s = np.asarray(shift).astype(np.int64)
     if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 33 or s.max() > 62:
@@ -1138,10 +1262,13 @@ def _split_plan(multiplier: Array, shift: Array, value_range: tuple[int, int]) -
         return None
     top_lo = min(vh_lo * mh, 0) + (x_lo >> 16)
     top_hi = max(vh_hi * mh, 0) + (x_hi >> 16) + int((np.int64(1) << (s - 33)).max())
-    return offset if _fits_i32(top_lo, top_hi) and _fits_i32(offset, offset) else None
+    if not (_fits_i32(top_lo, top_hi) and _fits_i32(offset, offset)):
+        return None
+    return offset, (top_lo, top_hi)
 
 
-def _scale_32_split(value: Array, multiplier: Array, shift: Array, offset: int) -> Array:
+def _scale_32_split(value: Array, multiplier: Array, shift: Array, offset: int,
+                    value_range: tuple[int, int] | None = None, out_zp: int = 0) -> Array:
     """apply_scale_32 (SINGLE_ROUND, 33 <= shift <= 62, constant scales) in 14 int32
     operations, for values whose range ``_split_plan`` checked (any int32 value for many
     multipliers; an int32 sum of two rescaled int8 values always).
@@ -1152,7 +1279,14 @@ def _scale_32_split(value: Array, multiplier: Array, shift: Array, offset: int) 
     spans less than 2**32 above ``offset``, so floor(X / 2**16) = ((X - offset) >>> 16) +
     offset / 2**16 from wrapping int32 sums; and as the round 2**(shift - 1) is a whole multiple
     of 2**32, (value m + round) >> shift = (vh mh + floor(X / 2**16) + 2**(shift - 33)) >>
-    (shift - 32) (floor((A 2**a + B) / 2**b) = floor((A + floor(B / 2**a)) / 2**(b - a)))."""
+    (shift - 32) (floor((A 2**a + B) / 2**b) = floor((A + floor(B / 2**a)) / 2**(b - a))).
+    ``out_zp``: as for apply_scale_32, with the values' range (``value_range``) to fold it in
+    by."""
+    zp = np.int64(0)
+    if out_zp and value_range is not None and is_host(multiplier, shift):
+        plan = _split_ranges(multiplier, shift, value_range)
+        if plan is not None:
+            zp = _zp_term(out_zp, np.asarray(shift).astype(np.int64) - 32, True, plan[1])
     m, s = _scale_ints(multiplier, shift)
     value = _broadcast_value(value, m, s)
     mh = _operand((m >> 16).astype(np.int32), value)  # one broadcast, used twice
@@ -1162,9 +1296,9 @@ def _scale_32_split(value: Array, multiplier: Array, shift: Array, offset: int) 
     y = lx(lax.shift_right_logical, lx(lax.mul, vl, ml), np.int32(16))
     x = lax.add(lax.add(lx(lax.mul, vh, ml), lx(lax.mul, vl, mh)), y)
     z = lx(lax.shift_right_logical, lx(lax.sub, x, np.int32(offset)), np.int32(16))
-    rnd = (_pow2_of(s - 33) + (offset >> 16)).astype(np.int32)
+    rnd = _with_zp(_pow2_of(s - 33) + (offset >> 16), zp).astype(np.int32)
     top = lx(lax.add, lax.add(lx(lax.mul, vh, mh), z), rnd)
-    return lx(lax.shift_right_arithmetic, top, (s - 32).astype(np.int32))
+    return _plus_zp(lx(lax.shift_right_arithmetic, top, (s - 32).astype(np.int32)), out_zp, zp)
 
 
 def _fits_i32(lo: int, hi: int) -> bool:

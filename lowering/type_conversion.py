@@ -103,11 +103,15 @@ def rescale(node: Node, input: Any, multiplier: Any, shift: Any, input_zp: Any, 
             value = lx(lax.sub, value, in_zp)
         narrow = 10 if in_t in ("INT8", "INT4") else 32  # |value - zp| <= 255 for 8 bits
         # apply_scale_16 of an int32 value is apply_scale_32's arithmetic with single
-        # rounding (a 16-bit multiplier): its short exact forms apply
+        # rounding (a 16-bit multiplier): its short exact forms apply. A constant output zero
+        # point is added with the round, where it fits.
         result = apply_scale_32(value, multiplier, shift,
                                 scale32 and rounding_mode == "DOUBLE_ROUND", value_bits=narrow,
                                 value_range=_value_range(in_t, known[2], input_unsigned,
-                                                         node.input_range(0)), known=scales)
+                                                         node.input_range(0)), known=scales,
+                                out_zp=out_zp if isinstance(out_zp, int) else 0)
+        if isinstance(out_zp, int):
+            out_zp = 0
 
     if not isinstance(out_zp, int) or out_zp:
         result = lx(lax.add, result, out_zp)

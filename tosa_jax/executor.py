@@ -144,6 +144,10 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+# numpy dtypes of the device types (np.dtype of a JAX scalar type: ~1 us a call, per operator)
+_NP_DTYPES = {k: np.dtype(v) for k, v in DEVICE_DTYPES.items()}
+
+
 def _matches(value: Any, t: Tensor) -> bool:
     """``value`` is a graph-function value of tensor ``t``: its shape, and its JAX dtype (INT48,
     INT64: a Wide pair; a block-scaled tensor: a BlockScaled pair of values and scales)."""
@@ -153,9 +157,9 @@ def _matches(value: Any, t: Tensor) -> bool:
                 and _matches(value.scales, Tensor(t.name, t.scale_shape, t.scale_dtype or "")))
     if t.dtype in WIDE_TYPES:
         return isinstance(value, Wide) and tuple(jnp.shape(value.hi)) == t.shape
-    return (hasattr(value, "dtype") and hasattr(value, "shape")
-            and tuple(value.shape) == t.shape
-            and np.dtype(value.dtype) == np.dtype(DEVICE_DTYPES[t.dtype]))
+    dtype = getattr(value, "dtype", None)
+    return (dtype is not None and hasattr(value, "shape") and tuple(value.shape) == t.shape
+            and dtype == _NP_DTYPES[t.dtype])
 
 
 def _check_args(block: Block, args: Sequence[Any]) -> None:

@@ -162,6 +162,47 @@ def test_apply_scale_32_takes_the_cascade() -> None:
     assert len(jaxpr.eqns) <= 9 < len(full.eqns)
 
 
+def test_output_zero_point_and_one_shift_dense_random() -> None:
+    """apply_scale_32 with an output zero point (RESCALE's, added with the round where the sum
+    provably fits: _zp_term) and per-channel shifts (given one shift where that takes no more
+    pieces: _common_shift), from the top: random value ranges up to int32's, random multipliers,
+    shifts a few apart or far apart, zero points of int8, uint16 (32768) and extreme ones,
+    against the spec's formula plus the zero point modulo 2**32."""
+    rng = np.random.default_rng(23)
+    cases = []
+    for _ in range(300):
+        lo, hi = _random_range(rng, 32)
+        lo, hi = max(lo, -(2**31)), min(hi, 2**31 - 1)
+        c = int(rng.integers(1, 6))
+        m = _random_multipliers(rng, c)
+        base = int(rng.integers(2, 60))
+        s = np.clip(base + rng.integers(0, rng.choice([1, 2, 3, 9]), c), 2, 62)
+        zp = int(rng.choice([0, -128, 127, 32768, -(2**31), 2**31 - 1, rng.integers(-128, 128)]))
+        v = np.concatenate([[lo, hi, 0, max(lo, -1), min(hi, 1)], rng.integers(lo, hi + 1, 200)])
+        value = np.repeat(v[:, None], c, 1).astype(np.int32)
+        cases.append((value, m.astype(np.int32), s.astype(np.int32), zp, (lo, hi)))
+    got = _jit_both([partial(nx.apply_scale_32, multiplier=m, shift=s, value_range=r, out_zp=zp)
+                     for _, m, s, zp, r in cases], [c[0] for c in cases])
+    for out, (value, m, s, zp, r) in zip(got, cases):
+        want = (spec_scale_32(value, m, s, False).astype(np.int64) + zp).astype(np.int32)
+        np.testing.assert_array_equal(out, want, err_msg=f"{r, m, s, zp}")
+
+
+def test_output_zero_point_and_shifts_take_no_operation() -> None:
+    """An int8 convolution's per-channel RESCALE (accumulator within +-2**20, shifts 37 and 38,
+    int8 output zero point): the zero point and the second shift cost no operation and no
+    per-channel operand (the same equations as one shift and zero point 0)."""
+    v = jax.ShapeDtypeStruct((1, 4, 4, 3), np.int32)
+    m = np.array([1518500250, 1073741824, 2147483647], np.int32)
+
+    def eqns(shift: list[int], zp: int) -> list[str]:
+        jaxpr = jax.make_jaxpr(lambda x: nx.apply_scale_32(
+            x, m, np.array(shift, np.int32), value_range=(-(2**20), 2**20), out_zp=zp))(v)
+        return [e.primitive.name for e in jaxpr.eqns]
+
+    assert eqns([37, 38, 38], -128) == eqns([38, 38, 38], 0)
+
+
 def _extreme_inputs(model: tosa_jax.Model, seed: int) -> list[list[np.ndarray]]:
     rng = np.random.default_rng(seed)
     runs = []

@@ -183,13 +183,14 @@ def test_traced_scales_with_known_values(x64: bool, value_range: tuple[int, int]
     value = np.concatenate([np.array([[lo], [hi], [0], [-1]]) + np.zeros(channels, np.int64),
                             rng.integers(lo, hi + 1, (60, channels))]).astype(np.int32)
 
-    def scale(v, m, s, known):
-        return nx.apply_scale_32(v, m, s, double_round, value_range=value_range, known=known)
+    def scale(v, m, s, known):  # (with an output zero point: added after a traced scale)
+        return nx.apply_scale_32(v, m, s, double_round, value_range=value_range, known=known,
+                                 out_zp=-7)
 
     with jax.enable_x64(x64):
         short = jax.jit(lambda v, m, s: scale(v, m, s, (mults, sh)))
         for k in range(steps):
-            want = np.array([[_spec(int(v), int(m), int(s), double_round)
+            want = np.array([[_spec(int(v), int(m), int(s), double_round) - 7
                               for v, m, s in zip(row, mults[k], sh[k])] for row in value])
             np.testing.assert_array_equal(np.asarray(short(value, mults[k], sh[k])),
                                           want.astype(np.int32))
