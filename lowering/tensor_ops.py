@@ -368,9 +368,10 @@ def _box_sum_w(w: Any, box: tuple[slice, ...], nsp: int, wzp: int) -> Any:
 
 
 def _zp_box_sum(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, zp: Any,
-                wzp: int) -> Any:
+                wzp: int, bias: np.ndarray | None = None) -> Any:
     """sum over ``box`` of (xp - zp) * (w - wzp) modulo 2**32, from int8 x int8 correlations:
-    sum x w - wzp sum x - zp sum (w - wzp). ``zp`` may vary along the batch axis."""
+    sum x w - wzp sum x - zp sum (w - wzp). ``zp`` may vary along the batch axis. ``bias``: a
+    constant int32 bias added too, with the constant term (one operation, not two)."""
     nsp = g.rank
     oc = w.shape[nsp + 1]
     acc = _const_eval(lambda a, b: _box_conv(a, b, box, g, jnp.int32), xp, w)
@@ -384,18 +385,32 @@ def _zp_box_sum(xp: Any, w: Any, box: tuple[slice, ...], g: _ConvGeometry, zp: A
     if not (isinstance(zp, int) and zp == 0):
         sum_w = _box_sum_w(w, box, nsp, wzp)
         if isinstance(zp, int) and isinstance(sum_w, np.ndarray) and isinstance(acc, jax.Array):
-            # zp * sum (w - wzp) modulo 2**32, a constant per output channel
-            zw = ((zp * sum_w.astype(np.int64) + (1 << 31)) % (1 << 32) - (1 << 31))
-            return lx(lax.sub, acc, zw.astype(np.int32))
+            # bias - zp * sum (w - wzp) modulo 2**32, a constant per output channel
+            zw = (0 if bias is None else bias.astype(np.int64)) - zp * sum_w.astype(np.int64)
+            return lx(lax.add, acc, _wrap_i32(zw))
         acc = acc - zp * jnp.asarray(sum_w)
-    return acc
+    return acc if bias is None else _add_bias_i32(acc, bias)
 
 
-def _int_conv(node: Node, x: Any, w: Any, g: _ConvGeometry, zp: int, wzp: int) -> Any:
+def _add_bias_i32(acc: Any, bias: np.ndarray) -> Any:
+    """An int32 accumulator plus a constant bias (wrapping: apply_add_s REQUIREs no overflow)."""
+    if isinstance(acc, jax.Array):
+        return lx(lax.add, acc, bias.astype(np.int32))
+    return acc + jnp.asarray(bias, jnp.int32)
+
+
+def _wrap_i32(v: np.ndarray) -> np.ndarray:
+    """int64 values modulo 2**32 as int32 (the accumulator's wrapping sums)."""
+    return ((np.asarray(v, np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+
+def _int_conv(node: Node, x: Any, w: Any, g: _ConvGeometry, zp: int, wzp: int,
+              bias: np.ndarray | None = None) -> Any:
     """Exact sum over the window of (x - zp) * (w - wzp): int32 for int8 inputs, Wide for int16.
 
     ``w`` is canonical [spatial..., I, O] (numpy when constant). Returns [N, O-spatial..., OC].
     All correlations are int8 x int8 with int32 accumulation (the fast form on every backend).
+    ``bias``: a constant int32 bias of an int8 input, added with the zero point's term.
     """
     in_t, weight_t = node.inputs[0].dtype, node.inputs[1].dtype
     nsp = g.rank
@@ -405,7 +420,7 @@ def _int_conv(node: Node, x: Any, w: Any, g: _ConvGeometry, zp: int, wzp: int) -
         # Padding holds input_zp, so it adds zero once the zero point is folded out. The int32
         # accumulator may not overflow (REQUIRE), so wrap-around partial sums are exact.
         xp = _const_eval(lambda a: _pad_input(a, zp, g), x)
-        return _zp_box_sum(xp, w, full, g, zp, wzp)
+        return _zp_box_sum(xp, w, full, g, zp, wzp, bias)
 
     # INT16 x INT8 -> INT48 (input_zp is 0 by ERROR_IF). x = 256 * hi + lo, hi the signed high
     # byte and lo the unsigned low byte, stored as the int8 lo - 128 (a zero point of -128).
@@ -456,7 +471,7 @@ _TAPS_MAX = 64  # kernels up to 8x8 as a sum of taps; larger ones as a grouped c
 
 
 def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int | float,
-                    floating: bool, acc_t: str) -> Any:
+                    floating: bool, acc_t: str, bias: np.ndarray | None = None) -> Any:
     """DEPTHWISE_CONV2D as the sum over the kernel taps of a strided window of the padded input
     times that tap's per-channel weight: one fused elementwise loop. XLA CPU runs a grouped
     convolution as a generic loop, 5x (16x16x16) to 70x (112x112x32) slower than this.
@@ -464,8 +479,15 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
     ``w`` is the TOSA [KH, KW, C, M] weight. Integers: (x - zp) and (w - wzp) as int32, their
     products and sums modulo 2**32, exact because the int32 result may not overflow (REQUIRE)
     and padding (0 once the zero point is out) adds nothing. Floats: the products and sums in
-    the accumulator type, as the convolution would."""
+    the accumulator type, as the convolution would.
+
+    ``bias``: a constant int32 bias of integers, added. With a constant weight and input zero
+    point, the padding holds the zero point and zp * sum (w - wzp) is taken from the bias:
+    sum (x - zp)(w - wzp) = sum x (w - wzp) - zp sum (w - wzp), one operation fewer."""
     kh, kw, c, m = w.shape
+    fold = (bias is not None and not floating and isinstance(zp, int) and zp != 0
+            and isinstance(w, np.ndarray) and not isinstance(x, np.ndarray)
+            and isinstance(wzp, int))
 
     def taps(x: Any, w: Any) -> Any:
         # lax on a traced input: one equation a step (jax.numpy's wrappers cost ~10x to trace);
@@ -479,10 +501,11 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
             ws = w.astype(np.dtype(acc)) if host else jnp.asarray(w).astype(acc)
         else:
             xs = as_i32(x)
-            xs = xs if isinstance(zp, int) and zp == 0 else lx(lax.sub, xs, zp)
+            if not fold:
+                xs = xs if isinstance(zp, int) and zp == 0 else lx(lax.sub, xs, zp)
             ws = (w.astype(np.int32) - np.int32(wzp)) if host else as_i32(w) - wzp
         config = [(0, 0, 0), (*g.pads[0], 0), (*g.pads[1], 0), (0, 0, 0)]
-        xp = lax.pad(xs, np.zeros((), xs.dtype), config)
+        xp = lax.pad(xs, np.asarray(zp if fold else 0, xs.dtype), config)
         if m > 1:  # output channel c*M+m reads input channel c
             xp = jnp.repeat(xp, m, axis=-1)
         ws = ws.reshape(kh, kw, c * m)
@@ -496,7 +519,12 @@ def _depthwise_taps(x: Any, w: Any, g: _ConvGeometry, zp: int | float, wzp: int 
                                     c * m), (1, sy, sx, 1))
                 term = lx(lax.mul, window, ws[i, j]) if host else window * ws[i, j]
                 total = term if total is None else lax.add(total, term)
-        return total
+        if bias is None:
+            return total
+        if fold:  # bias - zp * sum (w - wzp) per output channel, modulo 2**32
+            offset = bias.astype(np.int64) - zp * ws.reshape(kh * kw, c * m).sum(0, np.int64)
+            return lx(lax.add, total, _wrap_i32(offset))
+        return _add_bias_i32(total, bias)
 
     if not (isinstance(zp, int | float) and isinstance(wzp, int | float)):
         return taps(x, w)  # EXT-DYNAMIC zero points: traced, so nothing to compute now
@@ -536,6 +564,9 @@ def _convolve(node: Node, x: Any, w: Any, bias: Any, zp: Any, wzp: Any, g: _Conv
         acc = _float_conv(x, w, g, acc_type)
     elif not (isinstance(zp, int) and isinstance(wzp, int)):
         acc = _dynamic_zp_conv(node, x, w, g, zp, wzp)
+    elif (node.inputs[0].dtype == "INT8" and node.out.dtype == "INT32"
+          and isinstance(bias, np.ndarray)):
+        return _int_conv(node, x, w, g, int(zp), int(wzp), bias)  # its bias: with the zp term
     else:
         acc = _int_conv(node, x, w, g, int(zp), int(wzp))
     return _add_bias(node, acc, bias, node.out.shape[-1])
@@ -677,6 +708,15 @@ def avg_pool2d(node: Node, input: Any, input_zp: Any, output_zp: Any, *, kernel:
     # (the sums behind stop_reshapes: a global pooling's is a reduce and a reshape to XLA)
     acc = stop_reshapes(lax.reduce_window(value, np.int32(0), lax.add, window, strides, padding))
     multiplier, shift = reciprocal_scale(count)
+    if isinstance(zp, int) and isinstance(out_zp, int):
+        # constant zero points: the sum's range (of the input's proven one, else its type's)
+        # allows apply_scale_32's short forms, which add the output zero point with the round
+        lo, hi = node.input_range(0) or INT_RANGES[node.inputs[0].dtype]
+        taps = kernel[0] * kernel[1]
+        acc = apply_scale_32(acc, multiplier, shift, False,
+                             value_range=(taps * min(lo - zp, 0), taps * max(hi - zp, 0)),
+                             out_zp=out_zp)
+        return saturate_cast(acc, in_out_t)
     acc = apply_scale_32(acc, multiplier, shift, False)
     if not (isinstance(out_zp, int) and out_zp == 0):  # |scaled average| <= 2**16: no overflow
         acc = lx(lax.add, acc, out_zp)
@@ -864,6 +904,9 @@ def depthwise_conv2d(node: Node, input: Any, weight: Any, bias: Any, input_zp: A
     # operator is an ordinary convolution: XLA runs it as fast as the taps or faster, from fewer
     # instructions to compile and rebuild (ds_cnn FP 896 -> 375, INT 1,370 -> 850).
     if node.inputs[0].dtype != "INT16" and kh * kw <= _TAPS_MAX and c > 1:
+        if not floating and node.out.dtype == "INT32" and isinstance(bias, np.ndarray):
+            return _depthwise_taps(input, _get_weight(node, weight), g, zp, wzp, floating,
+                                   acc_type, bias)  # its bias: with the zero point's term
         acc = _depthwise_taps(input, _get_weight(node, weight), g, zp, wzp, floating, acc_type)
         return _add_bias(node, acc, bias, c * m)
     # [KH,KW,C,M] -> [KH,KW,1,C*M]: with C groups, output channel c*M+m reads input channel c

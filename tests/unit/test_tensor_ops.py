@@ -191,6 +191,25 @@ def test_avg_pool2d_rounding_and_padding(reference, dtype, zps):
     check(reference, b, out, {"x": x})
 
 
+@pytest.mark.parametrize("dtype,zps,kernel", [
+    ("INT8", (-128, 127), (16, 16)), ("INT8", (127, -128), (7, 5)), ("INT8", (0, -7), (1, 13)),
+    ("INT16", (0, 0), (9, 9))])
+def test_avg_pool2d_large_windows_extreme_values(reference, dtype, zps, kernel):
+    """Windows up to 16x16 with padding (partial windows: other counts, other reciprocals), the
+    zero points at their type's ends, inputs at the ends of their range: the sums' range gives
+    the short apply_scale_32 forms, with the output zero point added before the last shift."""
+    lo, hi = RANGES[dtype]
+    x = rand((2, 18, 17, 4), dtype)
+    x[0, :, :, 0], x[0, :, :, 1], x[1, ::2, :, 2] = lo, hi, lo
+    b = GraphBuilder()
+    xn = b.input("x", x.shape, dtype)
+    pad = (kernel[0] // 2, (kernel[0] - 1) // 2, kernel[1] // 2, (kernel[1] - 1) // 2)
+    oh, ow = 18 + pad[0] + pad[1] - kernel[0] + 1, 17 + pad[2] + pad[3] - kernel[1] + 1
+    out = b.op("AVG_POOL2D", [xn, b.const([zps[0]], dtype), b.const([zps[1]], dtype)],
+               (2, oh, ow, 4), dtype, kernel=kernel, stride=(1, 1), pad=pad, acc_type="INT32")
+    check(reference, b, out, {"x": x})
+
+
 def test_max_pool2d_int16_padding(reference):
     x = rand((1, 5, 6, 2), "INT16", -32768, -32760)  # padding must never win
     b = GraphBuilder()
