@@ -87,18 +87,19 @@ def lower(traced: Any, args: tuple[Any, ...]) -> Any:
         var = {jaxpr.constvars[i]: jaxpr.constvars[j] for i, j in same.items()}
         eqns = [e.replace(invars=[var.get(a, a) if isinstance(a, core.Var) else a
                                   for a in e.invars]) for e in eqns]
-    params, weights = [], []
+    params, weights, flipped = [], [], {}
     for i, transposed in taken.items():
         if i in same:
             continue
         v, w = jaxpr.constvars[i], closed.consts[i]
         if transposed:
             w = np.ascontiguousarray(w.T)
-            t = core.Var(core.ShapedArray(w.shape, w.dtype))
-            eqns = [_transposed(e, v, t) for e in eqns]
+            flipped[v] = t = core.Var(core.ShapedArray(w.shape, w.dtype))
             v = t
         params.append(v)
         weights.append(w)
+    if flipped:  # (one pass over the equations for all transposed kernels)
+        eqns = [_transposed(e, flipped) for e in eqns]
     kept = [i for i in range(len(jaxpr.constvars)) if i not in taken]  # (duplicates too)
     inner = jaxpr.replace(constvars=[jaxpr.constvars[i] for i in kept], eqns=eqns,
                           invars=params + list(jaxpr.invars))
@@ -143,11 +144,16 @@ def _duplicates(consts: list[Any], taken: dict[int, bool]) -> dict[int, int]:
     return same
 
 
-def _transposed(eqn: Any, v: Any, t: Any) -> Any:
-    """``eqn`` reading ``t`` (``v`` transposed) where it read ``v``: a product contracting the
-    kernel's first dimension instead of its second."""
-    if v not in eqn.invars:
+def _transposed(eqn: Any, flipped: dict[Any, Any]) -> Any:
+    """``eqn`` reading ``t`` (``v`` transposed, ``flipped[v]``) where it read ``v`` as its
+    kernel: a product contracting the kernel's first dimension instead of its second (a kernel
+    taken out transposed has no other use: ``picked``)."""
+    from jax._src import core
+
+    if len(eqn.invars) < 2 or not isinstance(eqn.invars[1], core.Var) or (
+            eqn.invars[1] not in flipped):
         return eqn
+    t = flipped[eqn.invars[1]]
     (lhs, _), batch = eqn.params["dimension_numbers"]
     return eqn.replace(invars=[eqn.invars[0], t, *eqn.invars[2:]],
                        params={**eqn.params, "dimension_numbers": ((lhs, (0,)), batch)})
