@@ -363,7 +363,7 @@ def _box_sum_w(w: Any, box: tuple[slice, ...], nsp: int, wzp: int) -> Any:
         exact = part.dtype.itemsize <= 2 and part.size << (8 * part.dtype.itemsize) < 1 << 31
         total = (np.sum(part, axis=axes, dtype=np.int32 if exact else np.int64).astype(np.int64)
                  - np.int64(wzp) * count)
-        return ((total + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+        return _wrap_i32(total)
     return jnp.sum(as_i32(w[box]) - wzp, axis=axes, dtype=jnp.int32)
 
 

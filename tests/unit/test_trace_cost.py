@@ -194,3 +194,28 @@ def test_int8_matmul_t_of_a_constant_traces_without_compiling(reference) -> None
         jax.jit(model.fn).trace(jax.ShapeDtypeStruct(a.shape, a.dtype))
     assert seen == [], f"{len(seen)} XLA compilations while tracing"
     np.testing.assert_array_equal(model.run({"A": a})[out], reference(data, {"A": a}, [out])[out])
+
+
+@pytest.mark.parametrize("op", ["CONV2D", "DEPTHWISE_CONV2D"])
+def test_zero_point_term_costs_no_equation(op: str) -> None:
+    """An int8 convolution's constant bias is added with its input zero point's term
+    (bias - zp sum(w - wzp)): the same equations as with a zero point of 0 (the depthwise taps
+    read the zero point as their padding). Exactness: test_conv_fast_paths, the conformance
+    slice."""
+    rng = np.random.default_rng(3)
+    shape = (4, 3, 3, 5) if op == "CONV2D" else (3, 3, 5, 1)
+    w = rng.integers(-128, 128, shape).astype(np.int8)
+    oc = 4 if op == "CONV2D" else 5
+
+    def eqns(zp: int) -> list[str]:
+        b = GraphBuilder()
+        x = b.input("x", (1, 8, 8, 5), "INT8")
+        out = b.op(op, [x, b.const(w, "INT8"), b.const(rng.integers(-99, 99, oc), "INT32"),
+                        b.const([zp], "INT8"), b.const([0], "INT8")], (1, 8, 8, oc), "INT32",
+                   pad=(1, 1, 1, 1), stride=(1, 1), dilation=(1, 1), acc_type="INT32",
+                   local_bound=False)
+        model = tosa_jax.load(b.build([out]), cache=False)
+        jaxpr = jax.make_jaxpr(model.fn)(np.zeros((1, 8, 8, 5), np.int8))
+        return sorted(e.primitive.name for e in jaxpr.eqns)
+
+    assert eqns(-7) == eqns(0)
