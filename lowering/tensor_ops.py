@@ -69,8 +69,9 @@ from tosa_jax.lowering.numerics import (
 _I32_MAX = (1 << 31) - 1
 
 
-def _wrap32(v: int) -> int:
-    """A Python integer reduced to the int32 range modulo 2**32 (the value int32 math holds)."""
+def _wrap32(v: Any) -> Any:
+    """A Python integer (or int64 array) reduced to the int32 range modulo 2**32 (the value
+    int32 math holds)."""
     return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
@@ -400,8 +401,8 @@ def _add_bias_i32(acc: Any, bias: np.ndarray) -> Any:
 
 
 def _wrap_i32(v: np.ndarray) -> np.ndarray:
-    """int64 values modulo 2**32 as int32 (the accumulator's wrapping sums)."""
-    return ((np.asarray(v, np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+    """int64 values modulo 2**32 as int32 (the accumulator's wrapping sums): ``_wrap32``."""
+    return np.asarray(_wrap32(np.asarray(v, np.int64))).astype(np.int32)
 
 
 def _int_conv(node: Node, x: Any, w: Any, g: _ConvGeometry, zp: int, wzp: int,
