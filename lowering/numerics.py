@@ -949,8 +949,7 @@ def _zp_term(out_zp: int, k: Any, fixed: bool, *ranges: tuple[int, int]) -> np.n
     if int(np.max(k)) > 31:  # (no nonzero out_zp 2**k fits int32 then)
         return np.int64(0)
     term = np.left_shift(np.int64(out_zp), np.asarray(k).astype(np.int64))
-    if not all(_fits_i32(lo + int(term.min()), hi + int(term.max()))
-                                      for lo, hi in ranges):
+    if not all(_fits_i32(lo + int(term.min()), hi + int(term.max())) for lo, hi in ranges):
         return np.int64(0)
     return term
 
