@@ -905,21 +905,20 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
                                   out_zp)
         if narrow is not None:
             return narrow
-        pieces = _pieces_search(*plan, double_round, value_range)
+        pieces = _pieces_plan(*plan, double_round, value_range)
         common = _common_shift(multiplier, shift) if fixed and not double_round else None
         if common is not None:  # no more pieces for one shift: its round and shift scalars
             most = len(pieces[0]) - 1 if pieces else 4
-            one = _pieces_search(*common, False, value_range, most)
+            one = _pieces_plan(*common, False, value_range, most)
             if one is not None:
                 return _scale_32_pieces(value, *common, False, one[0], None, one[1], out_zp)
         if pieces is not None:
             return _scale_32_pieces(value, multiplier, shift, double_round, pieces[0], plan,
                                     pieces[1], out_zp)
     if plan is not None and not double_round:
-        offset = _split_plan(*plan, value_range or INT_RANGES["INT32"])
-        if offset is not None:
-            return _scale_32_split(value, multiplier, shift, offset,
-                                   value_range or INT_RANGES["INT32"], out_zp)
+        split = _split_plan(*plan, value_range or INT_RANGES["INT32"])
+        if split is not None:
+            return _scale_32_split(value, multiplier, shift, split[0], split[1], out_zp)
     if plan is not None:
         fast = _scale_32_const(value, multiplier, shift, double_round, plan)
         if fast is not None:
@@ -1088,19 +1087,13 @@ def _scale_32_narrow(value: Array, multiplier: Array, shift: Array, double_round
 
 
 def _pieces_plan(multiplier: Array, shift: Array, double_round: bool,
-                 value_range: tuple[int, int], most: int = 4) -> list[int] | None:
+                 value_range: tuple[int, int], most: int = 4
+                 ) -> tuple[list[int], tuple[int, int]] | None:
     """The bit positions 0 = u_0 < u_1 < ... < u_p = bits(max multiplier) that cut the
     multipliers into the fewest pieces (at most ``most``) for which every step of
-    ``_scale_32_pieces`` provably stays in int32 for values in ``value_range``; None if none do
-    (negative multipliers, or shifts too small for the top cut)."""
-    plan = _pieces_search(multiplier, shift, double_round, value_range, most)
-    return None if plan is None else plan[0]
-
-
-def _pieces_search(multiplier: Array, shift: Array, double_round: bool,
-                   value_range: tuple[int, int], most: int = 4
-                   ) -> tuple[list[int], tuple[int, int]] | None:
-    """``_pieces_plan``'s cuts, with the range of the form's last sum (``_pieces_last``)."""
+    ``_scale_32_pieces`` provably stays in int32 for values in ``value_range``, with the range
+    of the form's last sum (``_pieces_last``); None if none do (negative multipliers, or shifts
+    too small for the top cut)."""
     m = np.asarray(multiplier).astype(np.int64)
     s = np.asarray(shift).astype(np.int64)
     if m.size == 0:
@@ -1202,7 +1195,7 @@ def _scale_32_pieces(value: Array, multiplier: Array, shift: Array, double_round
     is whole as v < shift, and v <= 30 for DOUBLE_ROUND, and below 2**31).
 
     ``plan``: as for ``_scale_32_narrow``; ``out_zp``: as for apply_scale_32, folded in by
-    the range of the last sum (``_pieces_search``) where given."""
+    the range of the last sum (``_pieces_plan``) where given."""
     pm, ps = (np.asarray(v).astype(np.int64) for v in plan or (multiplier, shift))
     fixed = is_host(multiplier, shift)
     m, s = _scale_ints(multiplier, shift)
@@ -1237,17 +1230,12 @@ def _scale_32_pieces(value: Array, multiplier: Array, shift: Array, double_round
     return _plus_zp(lx(lax.shift_right_arithmetic, t, (s - top_s).astype(np.int32)), out_zp, zp)
 
 
-def _split_plan(multiplier: Array, shift: Array, value_range: tuple[int, int]) -> int | None:
+def _split_plan(multiplier: Array, shift: Array, value_range: tuple[int, int]
+                ) -> tuple[int, tuple[int, int]] | None:
     """The offset L (a multiple of 2**16) for which ``_scale_32_split`` is exact on values in
-    ``value_range``: its middle sum X less L spans less than 2**32 and its top steps fit int32;
-    None where that fails (or for shifts outside 33..62, negative multipliers)."""
-    plan = _split_ranges(multiplier, shift, value_range)
-    return None if plan is None else plan[0]
-
-
-def _split_ranges(multiplier: Array, shift: Array, value_range: tuple[int, int]
-                  ) -> tuple[int, tuple[int, int]] | None:
-    """``_split_plan``'s offset and the range of the form's top sum, before its last shift."""
+    ``value_range`` (its middle sum X less L spans less than 2**32 and its top steps fit int32),
+    with the range of its top sum before the last shift; None where that fails (or for shifts
+    outside 33..62, negative multipliers)."""
     m = np.asarray(multiplier).astype(np.int64)
     s = np.asarray(shift).astype(np.int64)
     if m.size == 0 or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 33 or s.max() > 62:
@@ -1267,7 +1255,7 @@ def _split_ranges(multiplier: Array, shift: Array, value_range: tuple[int, int]
 
 
 def _scale_32_split(value: Array, multiplier: Array, shift: Array, offset: int,
-                    value_range: tuple[int, int] | None = None, out_zp: int = 0) -> Array:
+                    top: tuple[int, int] | None = None, out_zp: int = 0) -> Array:
     """apply_scale_32 (SINGLE_ROUND, 33 <= shift <= 62, constant scales) in 14 int32
     operations, for values whose range ``_split_plan`` checked (any int32 value for many
     multipliers; an int32 sum of two rescaled int8 values always).
@@ -1279,13 +1267,11 @@ def _scale_32_split(value: Array, multiplier: Array, shift: Array, offset: int,
     offset / 2**16 from wrapping int32 sums; and as the round 2**(shift - 1) is a whole multiple
     of 2**32, (value m + round) >> shift = (vh mh + floor(X / 2**16) + 2**(shift - 33)) >>
     (shift - 32) (floor((A 2**a + B) / 2**b) = floor((A + floor(B / 2**a)) / 2**(b - a))).
-    ``out_zp``: as for apply_scale_32, with the values' range (``value_range``) to fold it in
-    by."""
+    ``out_zp``: as for apply_scale_32, folded in by the range of the top sum (``top``,
+    ``_split_plan``) where given."""
     zp = np.int64(0)
-    if out_zp and value_range is not None and is_host(multiplier, shift):
-        plan = _split_ranges(multiplier, shift, value_range)
-        if plan is not None:
-            zp = _zp_term(out_zp, np.asarray(shift).astype(np.int64) - 32, True, plan[1])
+    if out_zp and top is not None and is_host(multiplier, shift):
+        zp = _zp_term(out_zp, np.asarray(shift).astype(np.int64) - 32, True, top)
     m, s = _scale_ints(multiplier, shift)
     value = _broadcast_value(value, m, s)
     mh = _operand((m >> 16).astype(np.int32), value)  # one broadcast, used twice

@@ -60,9 +60,10 @@ def _jit_both(fns: list, values: list[np.ndarray]) -> list[np.ndarray]:
 
 def _pieces(value: np.ndarray, m: np.ndarray, s: np.ndarray, dr: bool,
             value_range: tuple[int, int]) -> tuple[np.ndarray, int] | None:
-    cuts = nx._pieces_plan(m, s, dr, value_range)
-    if cuts is None:
+    plan = nx._pieces_plan(m, s, dr, value_range)
+    if plan is None:
         return None
+    cuts = plan[0]
     return _jit_both([partial(nx._scale_32_pieces, multiplier=m, shift=s, double_round=dr,
                               cuts=cuts)], [value])[0], len(cuts) - 1
 
@@ -96,9 +97,9 @@ def test_pieces_dense_random() -> None:
         v = np.concatenate([[lo, hi, 0, max(lo, -1), min(hi, 1)],
                             rng.integers(lo, hi + 1, 300)])
         value = np.repeat(v[:, None], c, 1).astype(np.int32)
-        cuts = nx._pieces_plan(m.astype(np.int32), s.astype(np.int32), dr, (lo, hi))
-        if cuts is not None:
-            cases.append((value, m, s, dr, cuts, (lo, hi)))
+        plan = nx._pieces_plan(m.astype(np.int32), s.astype(np.int32), dr, (lo, hi))
+        if plan is not None:
+            cases.append((value, m, s, dr, plan[0], (lo, hi)))
     got = _jit_both([partial(nx._scale_32_pieces, multiplier=m.astype(np.int32),
                              shift=s.astype(np.int32), double_round=dr, cuts=cuts)
                      for _, m, s, dr, cuts, _ in cases], [c[0] for c in cases])
@@ -135,9 +136,10 @@ def test_split_dense_random() -> None:
         c = int(rng.integers(1, 5))
         m = _random_multipliers(rng, c)
         s = rng.integers(33, 63, c)
-        offset = nx._split_plan(m.astype(np.int32), s.astype(np.int32), (lo, hi))
-        if offset is None:
+        plan = nx._split_plan(m.astype(np.int32), s.astype(np.int32), (lo, hi))
+        if plan is None:
             continue
+        offset = plan[0]
         steps = np.arange(lo >> 16, (hi >> 16) + 1, max(1, ((hi >> 16) - (lo >> 16)) // 50))
         v = np.concatenate([[lo, hi, 0, -1, 1], steps << 16, (steps << 16) - 1,
                             (steps << 16) + 65535, rng.integers(lo, hi + 1, 300)])
