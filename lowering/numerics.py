@@ -3,7 +3,10 @@
 Everything is built from 32-bit JAX operations, so results are the same with ``jax_enable_x64``
 on or off and on any device. Values the spec computes in 64 bits (int48 tensors, products in
 apply_scale_32/16 and MUL with shift) are carried as a ``Wide`` pair: a signed high word and an
-unsigned low word, value = hi * 2**32 + lo, arithmetic modulo 2**64.
+unsigned low word, value = hi * 2**32 + lo, arithmetic modulo 2**64. One exception, explicit:
+apply_scale_32 with constant scales is one primitive (``scale_32_p``, int32 in and out), which
+XLA CPU gets as int64 arithmetic in the lowered module and every other platform as those
+32-bit forms.
 
 Rule for callers: pass explicit dtypes to reductions (``jnp.sum(x, dtype=jnp.int32)``) and never
 mix numpy int64 scalars into integer arithmetic; with x64 on, either would widen to int64.
@@ -23,6 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend.core import Primitive
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo as hlo
+from jax.interpreters import batching, mlir
 
 # The type tables and the Wide pair live with the IR; re-exported here for the lowerings.
 from tosa_jax.ir import (  # noqa: F401
@@ -898,6 +905,20 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
     value = as_i32(value)
     if value_range is None and value_bits < 32:
         value_range = (1 - (1 << (value_bits - 1)), (1 << (value_bits - 1)) - 1)
+    wide = _scale_32_wide(value, multiplier, shift, double_round, value_range, out_zp)
+    if wide is not None:
+        return wide
+    return _apply_scale_32_forms(value, multiplier, shift, double_round, value_range, known,
+                                 out_zp)
+
+
+def _apply_scale_32_forms(value: Array, multiplier: Array, shift: Array, double_round: bool,
+                          value_range: tuple[int, int] | None = None,
+                          known: tuple[np.ndarray, np.ndarray] | None = None,
+                          out_zp: int = 0) -> Array:
+    """apply_scale_32 of a traced int32 ``value`` in 32-bit operations (apply_scale_32's
+    arguments): the exact short forms its scales and the value's range allow, else the
+    64-bit form of Wide pairs."""
     fixed = is_host(multiplier, shift)  # constant scales: short exact int32 forms
     plan = (multiplier, shift) if fixed else known  # the values the forms must hold for
     if plan is not None and value_range is not None:
@@ -937,6 +958,144 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
         rnd = wide_add(Wide(jnp.broadcast_to(rnd.hi, value.shape),
                             jnp.broadcast_to(rnd.lo, value.shape)), wide(adjust))
     return lx(lax.add, wide_low32(wide_sra(wide_add(product, rnd), shift)), np.int32(out_zp))
+
+
+# ------------------------------------------------------------------------- apply_scale_32 in int64
+# XLA CPU has 64-bit integer vectors, so on the CPU apply_scale_32 with constant scales is the
+# spec's own arithmetic: (int64(value) * multiplier + round) >> shift, as int32. It is one
+# primitive (``scale_32_p``), int32 in and int32 out, lowered for the CPU to five int64
+# operations and their constants: the int64 values exist only in the lowered module, never in
+# a jaxpr, so jax_enable_x64 changes nothing. The short 32-bit forms cost 13 traced equations
+# and about 27 optimized HLO instructions a RESCALE of an int8 convolution's accumulator (each
+# instruction is paid again when XLA rebuilds a cached executable). Any other platform lowers
+# the same primitive to those 32-bit forms (_apply_scale_32_forms), as every platform did before.
+# Exact for every int32 value: |value * multiplier| < 2**62 and round <= 2**61 + 2**30 (taken
+# only for 0 <= multiplier < 2**31 and 2 <= shift <= 62, apply_scale_32's REQUIREs; a graph
+# that breaks them keeps the 32-bit forms).
+class HostConst:
+    """A numpy constant as a hashable primitive parameter."""
+
+    __slots__ = ("array", "_key")
+
+    def __init__(self, array: Any) -> None:
+        a = np.array(array)
+        a.flags.writeable = False
+        self.array = a
+        self._key = (a.shape, a.dtype.str, a.tobytes())
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HostConst) and self._key == other._key
+
+    def __repr__(self) -> str:
+        a = self.array
+        return f"HostConst({a.tolist() if a.size <= 4 else a.shape})"
+
+
+def _one_or_all(a: np.ndarray) -> np.ndarray:
+    """``a``'s single value (rank 0) where all its values are one (a scalar broadcast is one
+    instruction fewer than a per-channel constant's), else ``a``."""
+    return a.reshape(-1)[:1].reshape(()) if a.size and (a == a.reshape(-1)[0]).all() else a
+
+
+def _scale_32_wide(value: Array, multiplier: Any, shift: Any, double_round: bool,
+                   value_range: tuple[int, int] | None, out_zp: int) -> Array | None:
+    """apply_scale_32 of a traced int32 ``value`` plus ``out_zp`` as one ``scale_32_p``, where
+    the scales are constants within apply_scale_32's REQUIREs and the trace is not for another
+    platform than the CPU; else None."""
+    if (not is_host(multiplier, shift) or _TARGET.get() not in (None, "cpu")
+            or os.environ.get(GPU_FORMS_ENV, "") not in ("", "0")):
+        return None
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    shape = np.shape(value)
+    if (not m.size or not s.size or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 2
+            or s.max() > 62 or broadcast_shape(broadcast_shape(shape, m.shape), s.shape) != shape):
+        return None
+    rnd = np.left_shift(np.int64(1), s - 1)
+    neg = None
+    if double_round and s.max() > 31:  # the round of a negative value is 2**31 less
+        adjust = np.where(s > 31, np.int64(1 << 30), np.int64(0))
+        rnd, neg = rnd + adjust, rnd - adjust
+    # The output zero point with the round, where no sum can leave int64:
+    # (X + zp 2**s) >> s = (X >> s) + zp, and the int32 result is the same modulo 2**32.
+    lo, hi = value_range or INT_RANGES["INT32"]
+    top = max(-int(lo), int(hi)) * int(m.max()) + (1 << int(s.max()) - 1) + (1 << 30)
+    zp = int(out_zp)
+    if zp and top + abs(zp) * (1 << int(s.max())) < 1 << 63:
+        term = np.left_shift(np.int64(zp), s)
+        rnd, neg, zp = rnd + term, None if neg is None else neg + term, 0
+    forms = (HostConst(np.asarray(multiplier).astype(np.int32)),
+             HostConst(np.asarray(shift).astype(np.int32)), bool(double_round),
+             None if value_range is None else (int(value_range[0]), int(value_range[1])),
+             int(out_zp))
+    return scale_32_p.bind(value, m=HostConst(_one_or_all(m)), s=HostConst(_one_or_all(s)),
+                           rnd=HostConst(_one_or_all(rnd)),
+                           neg=None if neg is None else HostConst(_one_or_all(neg)), zp=zp,
+                           forms=forms)
+
+
+def _scale_32_by_forms(value: Array, *, forms: tuple[Any, ...], **_: Any) -> Array:
+    """scale_32_p by the 32-bit forms (off the CPU, and outside a trace)."""
+    multiplier, shift, double_round, value_range, out_zp = forms
+    return _apply_scale_32_forms(value, multiplier.array, shift.array, double_round,
+                                 value_range, None, out_zp)
+
+
+def _scale_32_cpu(ctx: Any, x: Any, *, m: HostConst, s: HostConst, rnd: HostConst,
+                  neg: HostConst | None, zp: int, forms: Any) -> list[Any]:
+    """scale_32_p for XLA CPU: the spec's int64 arithmetic (the 32-bit forms for a value of
+    WIDE_MAX_ELEMENTS or more)."""
+    (aval,) = ctx.avals_out
+    shape = tuple(aval.shape)
+    if math.prod(shape) >= WIDE_MAX_ELEMENTS:
+        return _scale_32_forms_rule(ctx, x, m=m, s=s, rnd=rnd, neg=neg, zp=zp, forms=forms)
+    i64 = ir.RankedTensorType.get(shape, ir.IntegerType.get_signless(64))
+    i32 = ir.RankedTensorType.get(shape, ir.IntegerType.get_signless(32))
+
+    def const(c: np.ndarray, t: Any) -> Any:  # broadcast along the trailing axes
+        dims = list(range(len(shape) - c.ndim, len(shape)))
+        return hlo.broadcast_in_dim(t, hlo.constant(ir.DenseElementsAttr.get(c)), dims)
+
+    v = hlo.convert(i64, x)
+    total = hlo.multiply(v, const(m.array, i64))
+    if neg is None:
+        total = hlo.add(total, const(rnd.array, i64))
+    else:
+        nonneg = hlo.compare(v, const(np.zeros((), np.int64), i64),
+                             hlo.ComparisonDirectionAttr.get("GE"))
+        total = hlo.add(total, hlo.select(nonneg, const(rnd.array, i64),
+                                          const(neg.array, i64)))
+    out = hlo.convert(i32, hlo.shift_right_arithmetic(total, const(s.array, i64)))
+    if zp:
+        out = hlo.add(out, const(np.asarray(zp, np.int32), i32))
+    return [out]
+
+
+def _scale_32_batch(args: Any, dims: Any, **params: Any) -> tuple[Array, int]:
+    """vmap: the constants broadcast along the trailing axes, so the batch axis goes first."""
+    (x,), (d,) = args, dims
+    return scale_32_p.bind(jnp.moveaxis(x, d, 0) if d else x, **params), 0
+
+
+# On a value this large or larger the 32-bit forms run faster than the int64 ones (a vector
+# holds twice as many int32 lanes). XLA CPU, AVX-512, a RESCALE alone, min of 300 calls, three
+# interleaved rounds, 2026-11-28, int64 against the 32-bit forms: an accumulator within
+# +-2**20 at 1 x 28 x 28 x 128 29-47 against 24-41 us, 1 x 56 x 56 x 64 42-46 against 39-41,
+# but 1 x 16 x 16 x 192 20-26 against 22-24; an int8 input less its zero point at 1 x 28 x 28
+# x 128 27-28 against 23-24. So the form is chosen when the primitive is lowered, for the shape
+# it has then (a batch's too: evaluate's programs keep the 32-bit forms).
+WIDE_MAX_ELEMENTS = 1 << 16
+
+scale_32_p = Primitive("tosa_apply_scale_32")
+scale_32_p.def_impl(_scale_32_by_forms)
+scale_32_p.def_abstract_eval(lambda x, **_: jax.core.ShapedArray(x.shape, I32))
+_scale_32_forms_rule = mlir.lower_fun(_scale_32_by_forms, multiple_results=False)
+mlir.register_lowering(scale_32_p, _scale_32_forms_rule)
+mlir.register_lowering(scale_32_p, _scale_32_cpu, platform="cpu")
+batching.primitive_batchers[scale_32_p] = _scale_32_batch
 
 
 def _zp_term(out_zp: int, k: Any, fixed: bool, *ranges: tuple[int, int]) -> np.ndarray:

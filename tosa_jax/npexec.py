@@ -359,6 +359,8 @@ def _cost(eqns: list[Any], shapes: list[tuple[int, ...]]) -> float:
         elif name == "conv_general_dilated" and type(ins[1]) is int:
             rhs = shapes[ins[1]]
             total += _NS_MAC * written * _size(rhs) // max(rhs[params["rhs_spec"][0]], 1)
+        elif name == "tosa_apply_scale_32":  # (about five int64 passes)
+            total += 5 * _NS_ELEMENT * written
         elif name == "cond":
             total += max(b["cost_ns"] for b in params)
         elif name == "reduce_window":  # (the reducer's eqns, on whole arrays, per position)
@@ -526,6 +528,13 @@ def _enc_scan(conv: _Converter, e: Any) -> Any:
 def _enc_iota(conv: _Converter, e: Any) -> Any:
     p = e.params
     return {"dtype": _out_dtype(e), "shape": tuple(p["shape"]), "dimension": p["dimension"]}
+
+
+def _enc_scale_32(conv: _Converter, e: Any) -> Any:
+    p = e.params
+    conv.bytes += 3 * 8 * _size(e.outvars[0].aval.shape)  # its int64 values
+    return {"m": p["m"].array, "s": p["s"].array, "rnd": p["rnd"].array,
+            "neg": None if p["neg"] is None else p["neg"].array, "zp": p["zp"]}
 
 
 def _enc_argminmax(conv: _Converter, e: Any) -> Any:
@@ -739,6 +748,15 @@ def _select_n(p: Any, which: np.ndarray, *cases: np.ndarray) -> np.ndarray:
 
 def _clamp(p: Any, lo: np.ndarray, x: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.minimum(np.maximum(x, lo), hi)
+
+
+def _scale_32(p: dict[str, Any], x: np.ndarray) -> np.ndarray:
+    """numerics.scale_32_p: apply_scale_32 in int64 (its constants made at the trace), as
+    int32, plus the zero point not folded into the round (wrapping, as XLA's int32 add)."""
+    v = np.asarray(x).astype(np.int64)
+    rnd = p["rnd"] if p["neg"] is None else np.where(v >= 0, p["rnd"], p["neg"])
+    out = ((v * p["m"] + rnd) >> p["s"]).astype(np.int32)
+    return np.add(out, np.int32(p["zp"]), dtype=np.int32) if p["zp"] else out
 
 
 def _reducer(ufunc: np.ufunc, logical: np.ufunc | None = None) -> Callable[..., Any]:
@@ -1173,7 +1191,7 @@ _KERNELS: dict[str, Callable[..., Any]] = {
     "shift_right_logical": _shift_right_logical, "clz": _clz,
     "integer_pow": _integer_pow,
     "convert_element_type": _convert, "bitcast_convert_type": _bitcast,
-    "select_n": _select_n, "clamp": _clamp,
+    "select_n": _select_n, "clamp": _clamp, "tosa_apply_scale_32": _scale_32,
     "broadcast_in_dim": _broadcast_in_dim, "broadcast_lazy": _broadcast_lazy,
     "reshape": lambda p, x, *dyn: np.reshape(x, p["new_sizes"]),
     "squeeze": lambda p, x: np.reshape(x, [n for d, n in enumerate(np.shape(x))
@@ -1221,6 +1239,7 @@ _ENCODERS: dict[str, Callable[[_Converter, Any], Any]] = {
     **{k: _enc_keys("axes") for k in ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min",
                                       "reduce_and", "reduce_or", "reduce_xor")},
     "argmax": _enc_argminmax, "argmin": _enc_argminmax,
+    "tosa_apply_scale_32": _enc_scale_32,
     "dot_general": _enc_dot, "conv_general_dilated": _enc_conv,
     **{k: _enc_window for k in ("reduce_window_sum", "reduce_window_max",
                                 "reduce_window_min")},

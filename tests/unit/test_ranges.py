@@ -154,9 +154,10 @@ def test_split_dense_random() -> None:
                                       err_msg=f"{lo_hi, m, s}")
 
 
-def test_apply_scale_32_takes_the_cascade() -> None:
-    """An int32 value of proven range [-2**20, 2**20]: 3 pieces, 9 operations, where the
-    general constant-scale form takes about 20."""
+def test_apply_scale_32_takes_the_cascade(monkeypatch) -> None:
+    """The 32-bit forms (off the CPU): an int32 value of proven range [-2**20, 2**20]: 3
+    pieces, 9 operations, where the general constant-scale form takes about 20."""
+    monkeypatch.setenv(nx.GPU_FORMS_ENV, "1")
     v = jax.ShapeDtypeStruct((8,), np.int32)
     jaxpr = jax.make_jaxpr(lambda x: nx.apply_scale_32(
         x, np.int32(1518500250), np.int32(38), value_range=(-(2**20), 2**20)))(v)
@@ -164,6 +165,7 @@ def test_apply_scale_32_takes_the_cascade() -> None:
     assert len(jaxpr.eqns) <= 9 < len(full.eqns)
 
 
+@pytest.mark.usefixtures("scale_form")
 def test_output_zero_point_and_one_shift_dense_random() -> None:
     """apply_scale_32 with an output zero point (RESCALE's, added with the round where the sum
     provably fits: _zp_term) and per-channel shifts (given one shift where that takes no more
@@ -190,10 +192,12 @@ def test_output_zero_point_and_one_shift_dense_random() -> None:
         np.testing.assert_array_equal(out, want, err_msg=f"{r, m, s, zp}")
 
 
-def test_output_zero_point_and_shifts_take_no_operation() -> None:
-    """An int8 convolution's per-channel RESCALE (accumulator within +-2**20, shifts 37 and 38,
-    int8 output zero point): the zero point and the second shift cost no operation and no
-    per-channel operand (the same equations as one shift and zero point 0)."""
+def test_output_zero_point_and_shifts_take_no_operation(monkeypatch) -> None:
+    """The 32-bit forms (off the CPU): an int8 convolution's per-channel RESCALE (accumulator
+    within +-2**20, shifts 37 and 38, int8 output zero point): the zero point and the second
+    shift cost no operation and no per-channel operand (the same equations as one shift and
+    zero point 0)."""
+    monkeypatch.setenv(nx.GPU_FORMS_ENV, "1")
     v = jax.ShapeDtypeStruct((1, 4, 4, 3), np.int32)
     m = np.array([1518500250, 1073741824, 2147483647], np.int32)
 

@@ -1,6 +1,7 @@
-"""apply_scale_32's three forms against the spec's formula on exact Python integers: constants
+"""apply_scale_32's forms against the spec's formula on exact Python integers: constants
 (numpy, evaluated at once), constant scales on traced values (the two short forms: shift >= 33
-and shift <= 31), and traced scales (the 64-bit pair form), each with x64 off and on.
+and shift <= 31), and traced scales (the 64-bit pair form), each with x64 off and on, and each
+both ways: XLA CPU's int64 primitive (numerics.scale_32_p) and the 32-bit forms.
 
 The expected values are the spec pseudocode evaluated in Python integers (result taken modulo
 2**32, as static_cast<int32_t> does), for the whole int32 range of values, including values the
@@ -14,6 +15,10 @@ import numpy as np
 import pytest
 
 import tosa_jax.lowering.numerics as nx
+
+# Every test twice: XLA CPU's int64 primitive (constant scales in range), and the 32-bit forms
+# other platforms take.
+pytestmark = pytest.mark.usefixtures("scale_form")
 
 EDGES = [0, 1, -1, 2**31 - 1, -(2**31), 2**16, -(2**16), 2**16 - 1, 2**15, -(2**15), 65535,
          -65536, 123456789, -987654321]

@@ -219,3 +219,26 @@ def test_zero_point_term_costs_no_equation(op: str) -> None:
         return sorted(e.primitive.name for e in jaxpr.eqns)
 
     assert eqns(-7) == eqns(0)
+
+
+def test_apply_scale_32_is_one_int64_operation_on_the_cpu() -> None:
+    """apply_scale_32 with constant scales (RESCALE of an int8 convolution's accumulator, with
+    its output zero point) traces to one primitive, which XLA CPU gets as int64 arithmetic; a
+    trace for another platform, and any platform's lowering of the primitive, take the 32-bit
+    forms (no 64-bit type in the module)."""
+    import tosa_jax.lowering.numerics as nx
+
+    v = jax.ShapeDtypeStruct((1, 8, 8, 4), np.int32)
+    m = np.array([1518500250, 1073741824, 2147483647, 7], np.int32)
+    s = np.array([37, 38, 38, 40], np.int32)
+
+    def f(x):
+        return nx.apply_scale_32(x, m, s, value_range=(-(2**20), 2**20), out_zp=-5)
+
+    assert [e.primitive for e in jax.make_jaxpr(f)(v).eqns] == [nx.scale_32_p]
+    assert "1x8x8x4xi64>" in jax.jit(f).lower(v).as_text()
+    cuda = jax.export.export(jax.jit(f), platforms=["cuda"])(v).mlir_module()
+    assert "xi64>" not in cuda and "custom_call" not in cuda
+    with nx.lowering_for("cuda"):  # (a function of its own: JAX's trace cache)
+        eqns = jax.make_jaxpr(lambda x: f(x))(v).eqns
+    assert len(eqns) > 3 and nx.scale_32_p not in [e.primitive for e in eqns]
