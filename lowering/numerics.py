@@ -1003,14 +1003,17 @@ def _one_or_all(a: np.ndarray) -> np.ndarray:
 def _scale_32_wide(value: Array, multiplier: Any, shift: Any, double_round: bool,
                    value_range: tuple[int, int] | None, out_zp: int) -> Array | None:
     """apply_scale_32 of a traced int32 ``value`` plus ``out_zp`` as one ``scale_32_p``, where
-    the scales are constants within apply_scale_32's REQUIREs and the trace is not for another
-    platform than the CPU; else None."""
+    the scales are constants within apply_scale_32's REQUIREs, the trace is not for another
+    platform than the CPU, and the value is not already too large for the int64 form
+    (WIDE_MAX_ELEMENTS: the 32-bit forms are traced now rather than when lowering); else
+    None."""
+    shape = np.shape(value)
     if (not is_host(multiplier, shift) or _TARGET.get() not in (None, "cpu")
-            or os.environ.get(GPU_FORMS_ENV, "") not in ("", "0")):
+            or os.environ.get(GPU_FORMS_ENV, "") not in ("", "0")
+            or math.prod(shape) >= WIDE_MAX_ELEMENTS):
         return None
     m = np.asarray(multiplier).astype(np.int64)
     s = np.asarray(shift).astype(np.int64)
-    shape = np.shape(value)
     if (not m.size or not s.size or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 2
             or s.max() > 62 or broadcast_shape(broadcast_shape(shape, m.shape), s.shape) != shape):
         return None

@@ -66,16 +66,18 @@ def test_division_and_remainder_edges(dtype):
     same_as_xla(lax.rem, a, b)
 
 
-@pytest.mark.parametrize("rows", [40, (1 << 16) // 4 + 1])  # XLA CPU: int64 / 32-bit forms
-def test_apply_scale_32_primitive(rows):
+@pytest.mark.parametrize("batch", [1, 512])  # XLA CPU: int64; the 32-bit forms (2**16 or more)
+def test_apply_scale_32_primitive(batch):
     """numerics.scale_32_p (apply_scale_32 with constant scales on the CPU): the numpy kernel
-    against XLA's code for it (int64 below numerics.WIDE_MAX_ELEMENTS, the 32-bit forms from
-    there), and both against the spec's formula in Python integers; single and double round,
-    the zero point folded into the round and added after, per channel and per tensor."""
+    against XLA's code for it (int64 below numerics.WIDE_MAX_ELEMENTS, the 32-bit forms for a
+    vmapped batch that reaches it), and both against the spec's formula in Python integers;
+    single and double round, the zero point folded into the round and added after, per channel
+    and per tensor."""
     import tosa_jax.lowering.numerics as nx
 
-    x = np.concatenate([full_range((rows - 4, 4), np.int32),
-                        np.array([[-(2**31), 2**31 - 1, 0, -1]] * 4, np.int32)])
+    edges = np.array([[-(2**31), 2**31 - 1, 0, -1]] * 4, np.int32)
+    x = np.stack([np.concatenate([full_range((36, 4), np.int32), edges])
+                  for _ in range(batch)])
     m = np.array([2**31 - 1, 0, 1 << 30, 1518500250], np.int32)
     for s, zp, dr in ((np.array([2, 31, 32, 62], np.int32), 2**31 - 1, True),
                       (np.array([40, 38, 35, 62], np.int32), -128, False),
@@ -84,16 +86,13 @@ def test_apply_scale_32_primitive(rows):
         for mult, shift in ((m, s), (m[3], s[3])):
             def f(v, mult=mult, shift=shift, zp=zp, dr=dr):
                 return nx.apply_scale_32(v, mult, shift, dr, out_zp=zp)
-            assert [e.primitive for e in jax.make_jaxpr(f)(x).eqns] == [nx.scale_32_p]
-            same_as_xla(f, x)
+            assert [e.primitive for e in jax.make_jaxpr(f)(x[0]).eqns] == [nx.scale_32_p]
+            same_as_xla(jax.vmap(f), x)
             v, mm, ss = (np.asarray(a).astype(object) for a in (x, mult, shift))
             rnd = np.left_shift(1, ss - 1) + np.where(dr & (ss > 31), np.where(v >= 0, 1 << 30,
                                                                                -(1 << 30)), 0)
             want = (((v * mm + rnd) >> ss) + zp + 2**31) % 2**32 - 2**31
-            np.testing.assert_array_equal(np.asarray(jax.jit(f)(x)), want.astype(np.int32))
-            batched = jax.jit(jax.vmap(f))(x.reshape(2, rows // 2, 4) if rows % 2 == 0
-                                           else x[None])
-            np.testing.assert_array_equal(np.asarray(batched).reshape(x.shape),
+            np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(f))(x)),
                                           want.astype(np.int32))
 
 
