@@ -26,9 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.core import Primitive
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import stablehlo as hlo
+
+# (jax.extend.core and jax.extend.mlir name the same objects, but importing jax.extend imports
+# Pallas too: 12 ms of a first result)
+from jax._src.core import Primitive
+from jax._src.lib.mlir import ir
+from jax._src.lib.mlir.dialects import hlo
 from jax.interpreters import batching, mlir
 
 # The type tables and the Wide pair live with the IR; re-exported here for the lowerings.
