@@ -1012,13 +1012,15 @@ def _scale_32_wide(value: Array, multiplier: Any, shift: Any, double_round: bool
     None."""
     shape = np.shape(value)
     if (not is_host(multiplier, shift) or _TARGET.get() not in (None, "cpu")
-            or os.environ.get(GPU_FORMS_ENV, "") not in ("", "0")
-            or math.prod(shape) >= WIDE_MAX_ELEMENTS):
+            or os.environ.get(GPU_FORMS_ENV, "") not in ("", "0")):
         return None
     m = np.asarray(multiplier).astype(np.int64)
     s = np.asarray(shift).astype(np.int64)
     if (not m.size or not s.size or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 2
             or s.max() > 62 or broadcast_shape(broadcast_shape(shape, m.shape), s.shape) != shape):
+        return None
+    m, s = _one_or_all(m), _one_or_all(s)
+    if _forms_run_faster(shape, m, s):
         return None
     rnd = np.left_shift(np.int64(1), s - 1)
     neg = None
@@ -1037,8 +1039,7 @@ def _scale_32_wide(value: Array, multiplier: Any, shift: Any, double_round: bool
              HostConst(np.asarray(shift).astype(np.int32)), bool(double_round),
              None if value_range is None else (int(value_range[0]), int(value_range[1])),
              int(out_zp))
-    return scale_32_p.bind(value, m=HostConst(_one_or_all(m)), s=HostConst(_one_or_all(s)),
-                           rnd=HostConst(_one_or_all(rnd)),
+    return scale_32_p.bind(value, m=HostConst(m), s=HostConst(s), rnd=HostConst(_one_or_all(rnd)),
                            neg=None if neg is None else HostConst(_one_or_all(neg)), zp=zp,
                            forms=forms)
 
@@ -1056,7 +1057,7 @@ def _scale_32_cpu(ctx: Any, x: Any, *, m: HostConst, s: HostConst, rnd: HostCons
     WIDE_MAX_ELEMENTS or more)."""
     (aval,) = ctx.avals_out
     shape = tuple(aval.shape)
-    if math.prod(shape) >= WIDE_MAX_ELEMENTS:
+    if _forms_run_faster(shape, m.array, s.array):
         return _scale_32_forms_rule(ctx, x, m=m, s=s, rnd=rnd, neg=neg, zp=zp, forms=forms)
     i64 = ir.RankedTensorType.get(shape, ir.IntegerType.get_signless(64))
     i32 = ir.RankedTensorType.get(shape, ir.IntegerType.get_signless(32))
@@ -1080,19 +1081,31 @@ def _scale_32_cpu(ctx: Any, x: Any, *, m: HostConst, s: HostConst, rnd: HostCons
     return [out]
 
 
+def _forms_run_faster(shape: tuple[int, ...], m: np.ndarray, s: np.ndarray) -> bool:
+    """Whether the 32-bit forms run faster than int64 for a value of ``shape`` (see
+    WIDE_MAX_ELEMENTS): per-channel scales on a large value."""
+    return (m.ndim > 0 or s.ndim > 0) and math.prod(shape) >= WIDE_MAX_ELEMENTS
+
+
 def _scale_32_batch(args: Any, dims: Any, **params: Any) -> tuple[Array, int]:
     """vmap: the constants broadcast along the trailing axes, so the batch axis goes first."""
     (x,), (d,) = args, dims
     return scale_32_p.bind(jnp.moveaxis(x, d, 0) if d else x, **params), 0
 
 
-# On a value this large or larger the 32-bit forms run faster than the int64 ones (a vector
-# holds twice as many int32 lanes). XLA CPU, AVX-512, a RESCALE alone, min of 300 calls, three
-# interleaved rounds, 2026-11-28, int64 against the 32-bit forms: an accumulator within
-# +-2**20 at 1 x 28 x 28 x 128 29-47 against 24-41 us, 1 x 56 x 56 x 64 42-46 against 39-41,
-# but 1 x 16 x 16 x 192 20-26 against 22-24; an int8 input less its zero point at 1 x 28 x 28
-# x 128 27-28 against 23-24. So the form is chosen when the primitive is lowered, for the shape
-# it has then (a batch's too: evaluate's programs keep the 32-bit forms).
+# With per-channel scales, on a value this large or larger the 32-bit forms run faster than
+# the int64 ones: three per-channel int64 constants a lane (multiplier, round, shift) against
+# the forms' int32 ones, in a vector of half the lanes. XLA CPU, AVX-512, a RESCALE alone, min
+# of 300 calls, three interleaved rounds, 2026-11-28, int64 against the 32-bit forms, per
+# channel: an accumulator within +-2**20 at 1 x 28 x 28 x 128 29-47 against 24-41 us, at
+# 1 x 112 x 112 x 96 240-254 against 190-229, but at 1 x 16 x 16 x 192 20-26 against 22-24;
+# an int8 input less its zero point at 1 x 28 x 28 x 128 27-28 against 23-24. With one scale
+# for the tensor int64 is as fast or faster at any size (1 x 112 x 112 x 96: 170-177 against
+# 181-185 us; an int8 input's 173-186 against 176-189; batch 1 of unet_int8, whose group norms
+# rescale 98 K-element values per tensor, min of 400 calls, three interleaved processes, 1.61-
+# 1.62 -> 1.54-1.56 ms with them in int64). So the form is chosen when the primitive is
+# lowered, for the shape it has then (a batch's too: evaluate's programs take the 32-bit forms
+# for per-channel scales).
 WIDE_MAX_ELEMENTS = 1 << 16
 
 scale_32_p = Primitive("tosa_apply_scale_32")

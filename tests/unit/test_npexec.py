@@ -66,13 +66,13 @@ def test_division_and_remainder_edges(dtype):
     same_as_xla(lax.rem, a, b)
 
 
-@pytest.mark.parametrize("batch", [1, 512])  # XLA CPU: int64; the 32-bit forms (2**16 or more)
+@pytest.mark.parametrize("batch", [1, 512])  # 512: 2**16 elements or more
 def test_apply_scale_32_primitive(batch):
     """numerics.scale_32_p (apply_scale_32 with constant scales on the CPU): the numpy kernel
-    against XLA's code for it (int64 below numerics.WIDE_MAX_ELEMENTS, the 32-bit forms for a
-    vmapped batch that reaches it), and both against the spec's formula in Python integers;
-    single and double round, the zero point folded into the round and added after, per channel
-    and per tensor."""
+    against XLA's code for it (int64; per channel, the 32-bit forms for a vmapped batch that
+    reaches numerics.WIDE_MAX_ELEMENTS), and both against the spec's formula in Python
+    integers; single and double round, the zero point folded into the round and added after,
+    per channel and per tensor."""
     import tosa_jax.lowering.numerics as nx
 
     edges = np.array([[-(2**31), 2**31 - 1, 0, -1]] * 4, np.int32)

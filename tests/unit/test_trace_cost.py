@@ -242,3 +242,9 @@ def test_apply_scale_32_is_one_int64_operation_on_the_cpu() -> None:
     with nx.lowering_for("cuda"):  # (a function of its own: JAX's trace cache)
         eqns = jax.make_jaxpr(lambda x: f(x))(v).eqns
     assert len(eqns) > 3 and nx.scale_32_p not in [e.primitive for e in eqns]
+    # A value of numerics.WIDE_MAX_ELEMENTS or more: the 32-bit forms for per-channel scales
+    # (they run faster there), int64 for one scale for the tensor.
+    big = jax.ShapeDtypeStruct((1, 128, 128, 4), np.int32)
+    assert nx.scale_32_p not in [e.primitive for e in jax.make_jaxpr(f)(big).eqns]
+    assert [e.primitive for e in jax.make_jaxpr(lambda x: nx.apply_scale_32(
+        x, m[0], s[0], value_range=(-(2**20), 2**20)))(big).eqns] == [nx.scale_32_p]
