@@ -1007,9 +1007,8 @@ def _scale_32_wide(value: Array, multiplier: Any, shift: Any, double_round: bool
                    value_range: tuple[int, int] | None, out_zp: int) -> Array | None:
     """apply_scale_32 of a traced int32 ``value`` plus ``out_zp`` as one ``scale_32_p``, where
     the scales are constants within apply_scale_32's REQUIREs, the trace is not for another
-    platform than the CPU, and the value is not already too large for the int64 form
-    (WIDE_MAX_ELEMENTS: the 32-bit forms are traced now rather than when lowering); else
-    None."""
+    platform than the CPU, and the 32-bit forms would not run faster (per-channel scales on a
+    value of WIDE_MAX_ELEMENTS or more: traced now rather than when lowering); else None."""
     shape = np.shape(value)
     if (not is_host(multiplier, shift) or _TARGET.get() not in (None, "cpu")
             or os.environ.get(GPU_FORMS_ENV, "") not in ("", "0")):
