@@ -88,7 +88,7 @@ def _traced_ints(x: Any, size: int = 0) -> bool:
             and np.dtype(x.dtype).kind in "iu")
 
 
-def fusion_boundary(x: Array) -> Array:
+def fusion_boundary(x: Array, own_kernel: bool = True) -> Array:
     """``x`` unchanged, computed once: XLA will not copy the operations that produce it into
     each of its users.
 
@@ -97,16 +97,39 @@ def fusion_boundary(x: Array) -> Array:
     LSTM's cell state, a RESCALE feeding a convolution and a residual ADD) the copies compound:
     the int8 LSTM's 8,700 operations became 61,000 optimized instructions, recomputed at run
     time and rebuilt by every load from the compile cache. An optimization barrier does not
-    stop it (XLA CPU removes barriers before fusion); a reduction does, as XLA never duplicates
-    one: bitwise OR over a broadcast pair of ``x`` (exact for every integer type). Not max:
-    XLA CPU hands an int8 max-reduction to YNNPACK as a fusion of its own, which splits it from
-    its producer and builds a kernel pipeline on its first run (bert_tiny_int8, ten of them:
-    batch 1 2.3-2.7 -> 1.7-1.9 ms, p10 of 300 calls; first call 18-20 -> 13-14 ms). Integer
-    arrays of more than one element; others are returned as they are. (lax.reduce_or: the
-    same StableHLO as lax.reduce with bitwise_or as its computation, and 0.08 ms a call to
-    trace where that takes 0.33.)"""
+    stop it (XLA CPU removes barriers before fusion); an operation XLA never duplicates does.
+
+    On the CPU that is OR with 0 over a window of one element (``_own_kernel``): a
+    reduce_window is not loop-fusible there, so the producers form a vectorized loop fusion of
+    their own and the window a small kernel of its own. Before (2026-11-28), OR over a
+    broadcast pair of ``x``: a reduction, which XLA CPU fuses with its producers into a loop
+    that computes the whole chain per element without vectorizing it; unet_int8's 2x upsampling
+    + RESCALE + CONCAT, 98,304 elements: 97 us as that loop, 23 us as a loop of its own plus
+    13 us of window. unet_int8 batch 1 1.48-1.51 -> 1.39-1.40 ms (min of 300 calls, two
+    interleaved rounds), evaluate(64) 711-765 -> 801-819 samples/s; the other integer graphs
+    within noise (mobilenetv2_int8, resnet_int8, bert_tiny_int8, lstm_int8, cnn_int8,
+    mlp_attn_int8), their optimized instruction counts within 3%. Not max, nor any reduction
+    XLA simplifies: it would be removed, or (an int8 max) handed to YNNPACK as a fusion of its
+    own, which builds a kernel pipeline on its first run (bert_tiny_int8, ten of them: batch 1
+    2.3-2.7 -> 1.7-1.9 ms). Other platforms keep the pair's OR (GPUs unmeasured). Exact for
+    every integer type; integer arrays of more than one element, others are returned as they
+    are. ``own_kernel=False``: the pair's OR on the CPU too."""
     if not _traced_ints(x, 2):
         return x
+    return on_cpu_else(_own_kernel, _or_pair, x) if own_kernel else _or_pair(x)
+
+
+def _own_kernel(x: Array) -> Array:
+    """``x`` through OR with 0 over windows of one element: on XLA CPU a kernel of its own,
+    which its producers do not fuse into (see fusion_boundary, gather_indices)."""
+    ones = (1,) * x.ndim
+    return lax.reduce_window(x, np.array(0, x.dtype), lax.bitwise_or, ones, ones, "VALID")
+
+
+def _or_pair(x: Array) -> Array:
+    """``x`` as OR over a broadcast pair of itself: a reduction, never duplicated by XLA.
+    (lax.reduce_or: the same StableHLO as lax.reduce with bitwise_or as its computation, and
+    0.08 ms a call to trace where that takes 0.33.)"""
     pair = lax.broadcast_in_dim(x, (*x.shape, 2), tuple(range(x.ndim)))
     return lax.reduce_or(pair, (x.ndim,))
 
@@ -159,15 +182,13 @@ def gather_indices(x: Array) -> Array:
     an element) then runs unvectorized (unet_int8's group norm + SiLU TABLE + pad: 0.8 ms for
     98,304 elements). A reduce_window is not loop-fusible on XLA CPU, so its producers form a
     vectorized loop of their own; OR with 0 over a window of one element is ``x`` itself and,
-    unlike a max or a sum, XLA does not simplify it away. (``fusion_boundary``'s reduction does
-    not split here: with one user it is fused into it.) Off the CPU, gathers fuse well: ``x``
-    as it is; so are constants and arrays of fewer than OWN_KERNEL_ELEMENTS."""
+    unlike a max or a sum, XLA does not simplify it away (``_own_kernel``, also
+    ``fusion_boundary``'s on the CPU, which only shared values take: the indices have one
+    user). Off the CPU, gathers fuse well: ``x`` as it is; so are constants and arrays of
+    fewer than OWN_KERNEL_ELEMENTS."""
     if not _traced_ints(x, OWN_KERNEL_ELEMENTS):
         return x
-    ones = (1,) * x.ndim
-    return on_cpu_else(lambda v: lax.reduce_window(v, np.array(0, v.dtype), lax.bitwise_or,
-                                                   ones, ones, "VALID"),
-                       lambda v: v, x)
+    return on_cpu_else(_own_kernel, lambda v: v, x)
 
 
 def is_host(*xs: Any) -> bool:
@@ -684,11 +705,13 @@ def blocked_reduce(x: Any, kind: str, axis: int) -> Array:
     if blocks > REDUCE_BLOCK:
         return blocked_reduce(x, kind, axis)
     if kind == "sum" and jnp.issubdtype(x.dtype, jnp.floating):
-        # the blocks' sums computed once (fusion_boundary on their bits), then summed by a
-        # second reduction, which XLA cannot merge with the first across the boundary
+        # the blocks' sums computed once (a boundary on their bits), then summed by a second
+        # reduction, which XLA cannot merge with the first across the boundary; the pair's
+        # OR: the sums come from a reduction, no chain of producers to vectorize, and XLA
+        # CPU's program keeps no reduce_window (test_reduction)
         bits = jnp.dtype(f"int{8 * x.dtype.itemsize}")
-        x = lax.bitcast_convert_type(fusion_boundary(lax.bitcast_convert_type(x, bits)),
-                                     x.dtype)
+        x = lax.bitcast_convert_type(
+            fusion_boundary(lax.bitcast_convert_type(x, bits), own_kernel=False), x.dtype)
         return lax.expand_dims(reduce(x, (axis,)), (axis,))
     acc = lax.slice_in_dim(x, 0, 1, axis=axis)
     for i in range(1, blocks):
