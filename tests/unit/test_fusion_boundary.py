@@ -11,6 +11,8 @@ the executor (it once skipped the boundary there: unet_int8's group norms recomp
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -140,3 +142,33 @@ def test_boundary_is_a_kernel_of_its_own() -> None:
     np.testing.assert_array_equal(
         np.asarray(jax.jit(f)(x)),
         (c := np.clip(x * 7, -128, 127)) * 3 + c.sum(-1, keepdims=True))
+
+
+def _broadcast_graph(big: tuple[int, ...]) -> tuple[GraphBuilder, list[str]]:
+    """A per-channel value computed by a chain of RESCALEs (a group norm's statistics) and
+    subtracted from a larger tensor, as a group norm centres its groups."""
+    b = GraphBuilder()
+    small = (1, 1, 1, big[-1])
+    m = b.input("m", small, "INT8")
+    x = b.input("x", big, "INT8")
+    stat = _rescale(b, _rescale(b, m, "INT8", "INT32", 1518500250, 30, in_zp=-3, shape=small),
+                    "INT32", "INT32", 1732153235, 33, shape=small)
+    centred = b.op("SUB", [_rescale(b, x, "INT8", "INT32", 1246039524, 30, in_zp=5,
+                                    shape=big), stat], big, "INT32")
+    return b, [_rescale(b, centred, "INT32", "INT8", 1860396431, 31, shape=big)]
+
+
+@pytest.mark.parametrize("big", [(1, 32, 32, 16), (1, 4, 4, 16)])
+def test_broadcast_value_is_computed_once(reference, big: tuple[int, ...]) -> None:
+    """A value broadcast over a result BROADCAST_RATIO times larger (and of OWN_KERNEL_ELEMENTS
+    or more) is computed in a kernel of its own on the CPU, not once per element of the
+    result; a small result keeps it fused. Exact against the reference model either way."""
+    b, outs = _broadcast_graph(big)
+    rng = np.random.default_rng(5)
+    inputs = {"m": rng.integers(-128, 128, (1, 1, 1, big[-1])).astype(np.int8),
+              "x": rng.integers(-128, 128, big).astype(np.int8)}
+    check_exact(reference, b, outs, inputs)
+    model = tosa_jax.load(b.build(outs), cache=False)
+    text = jax.jit(model.fn).lower(*(inputs[s.name] for s in model.inputs)).compile().as_text()
+    apart = f"s32[1,1,1,{big[-1]}]{{3,2,1,0}} reduce-window(" in text
+    assert apart == (math.prod(big) >= 64 * big[-1] and math.prod(big) >= 4096), text
