@@ -74,6 +74,8 @@ def test_split_on_the_cpu_only(table_t: str) -> None:
     assert kernels
     if table_t == "INT8":
         assert not any(" multiply(" in c for c in kernels), kernels
+        # the own kernel holds the int8 value, not its int32 index (a quarter of the bytes)
+        assert "s8[1,16,32,16]{3,2,1,0} reduce-window(" in hlo, hlo
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint8, np.uint32])
