@@ -929,6 +929,9 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
         if host is not None:
             return (host.astype(np.int64) + out_zp).astype(np.int32)
     value = as_i32(value)
+    shifted = _scale_32_pow2(value, multiplier, shift, double_round)
+    if shifted is not None:
+        return lx(lax.add, shifted, np.int32(out_zp))
     if value_range is None and value_bits < 32:
         value_range = (1 - (1 << (value_bits - 1)), (1 << (value_bits - 1)) - 1)
     wide = _scale_32_wide(value, multiplier, shift, double_round, value_range, out_zp)
@@ -936,6 +939,42 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
         return wide
     return _apply_scale_32_forms(value, multiplier, shift, double_round, value_range, known,
                                  out_zp)
+
+
+def _scale_32_pow2(value: Array, multiplier: Any, shift: Any,
+                   double_round: bool) -> Array | None:
+    """apply_scale_32 of a traced int32 ``value`` by constant multipliers that are powers of
+    two, 2**k, as int32 shifts, exact for every int32 value; else None. Half of the RESCALEs
+    of the integer networks here are such (an int8 operand widened to int32 before an ADD,
+    SUB or MUL: multiplier 2**30, shift 10-20), where the general forms multiply in 64 bits.
+
+    k >= shift: (v 2**k + 2**(shift - 1)) >> shift = v 2**(k - shift), the round below the
+    shift dropped, and static_cast<int32_t> keeps its low 32 bits: v << (k - shift) in int32.
+    k < shift, t = shift - k <= 31: the same sum divided by 2**k is v + 2**(t - 1) over 2**t,
+    rounded down: (v >> t) + bit t - 1 of v, with no sum that can overflow. DOUBLE_ROUND
+    changes the round only for shifts above 31, which are left to the general forms; so are
+    channels that mix the two cases."""
+    if not is_host(multiplier, shift):
+        return None
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    if (not m.size or not s.size or m.min() <= 0 or m.max() >= 1 << 31 or (m & (m - 1)).any()
+            or s.min() < 2 or s.max() > 62
+            or broadcast_shape(broadcast_shape(np.shape(value), m.shape), s.shape)
+            != np.shape(value)):
+        return None
+    k = np.zeros_like(m)
+    for bit in (16, 8, 4, 2, 1):  # log2 of each power of two, exactly
+        big = m >= np.left_shift(np.int64(1), k + bit)
+        k = np.where(big, k + bit, k)
+    if (s <= k).all():
+        return lx(lax.shift_left, value, _one_or_all(k - s).astype(np.int32))
+    t = s - k
+    if (t > 0).all() and t.max() <= 31 and not (double_round and s.max() > 31):
+        t = _one_or_all(t).astype(np.int32)
+        half = lx(lax.bitwise_and, lx(lax.shift_right_arithmetic, value, t - 1), np.int32(1))
+        return lax.add(lx(lax.shift_right_arithmetic, value, t), half)
+    return None
 
 
 def _apply_scale_32_forms(value: Array, multiplier: Array, shift: Array, double_round: bool,

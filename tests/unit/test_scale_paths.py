@@ -203,3 +203,35 @@ def test_traced_scales_with_known_values(x64: bool, value_range: tuple[int, int]
         eqns = [len(jax.make_jaxpr(lambda v, m, s, known=known: scale(v, m, s, known))(
             value, mults[0], sh[0]).eqns) for known in ((mults, sh), None)]
     assert eqns[0] < eqns[1], eqns
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("double_round", [False, True])
+@pytest.mark.parametrize("case", ["left", "right", "right_high", "per_channel_left",
+                                  "per_channel_right", "mixed"])
+def test_power_of_two_multipliers(x64: bool, double_round: bool, case: str) -> None:
+    """Multipliers 2**k as int32 shifts (numerics._scale_32_pow2): k >= shift a left shift,
+    k < shift a rounding right shift; shifts above 31 with DOUBLE_ROUND and channels mixing the
+    two cases take the general forms. Every int32 value, against the spec's formula."""
+    channels = 7
+    rng = np.random.default_rng(11)
+    low = rng.integers(0, 10, channels)
+    k, shift = {
+        "left": (np.full(channels, 30), np.full(channels, 11)),
+        "right": (np.full(channels, 3), np.full(channels, 20)),
+        "right_high": (np.full(channels, 30), np.full(channels, 45)),
+        "per_channel_left": (rng.integers(20, 31, channels), rng.integers(2, 20, channels)),
+        "per_channel_right": (low, low + rng.integers(1, 32, channels)),
+        "mixed": (np.array([30, 2, 30, 2, 30, 2, 30]), np.full(channels, 16)),
+    }[case]
+    mult = np.left_shift(1, k).astype(np.int32)
+    shift = shift.astype(np.int32)
+    value = np.concatenate([np.repeat(np.array(EDGES, np.int64), channels).reshape(-1, channels),
+                            rng.integers(-(2**31), 2**31, (150, channels))]).astype(np.int32)
+    want = np.array([[_spec(int(v), int(m), int(s), double_round)
+                      for v, m, s in zip(row, mult, shift)] for row in value], np.int64)
+    taken = nx._scale_32_pow2(jax.numpy.asarray(value), mult, shift, double_round) is not None
+    assert taken == (case != "mixed" and not (double_round and shift.max() > 31))
+    with jax.enable_x64(x64):
+        got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, double_round, out_zp=-5))(value)
+    np.testing.assert_array_equal(np.asarray(got), (want - 5).astype(np.int32))
