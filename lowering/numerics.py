@@ -929,24 +929,44 @@ def apply_scale_32(value: Array, multiplier: Array, shift: Array,
         if host is not None:
             return (host.astype(np.int64) + out_zp).astype(np.int32)
     value = as_i32(value)
-    shifted = _scale_32_pow2(value, multiplier, shift, double_round)
-    if shifted is not None:
-        return lx(lax.add, shifted, np.int32(out_zp))
+    scales = _const_scales(np.shape(value), multiplier, shift)
+    if scales is not None:
+        shifted = _scale_32_pow2(value, *scales, double_round)
+        if shifted is not None:
+            return lx(lax.add, shifted, np.int32(out_zp))
     if value_range is None and value_bits < 32:
         value_range = (1 - (1 << (value_bits - 1)), (1 << (value_bits - 1)) - 1)
-    wide = _scale_32_wide(value, multiplier, shift, double_round, value_range, out_zp)
-    if wide is not None:
-        return wide
+    if scales is not None:
+        wide = _scale_32_wide(value, multiplier, shift, *scales, double_round, value_range,
+                              out_zp)
+        if wide is not None:
+            return wide
     return _apply_scale_32_forms(value, multiplier, shift, double_round, value_range, known,
                                  out_zp)
 
 
-def _scale_32_pow2(value: Array, multiplier: Any, shift: Any,
+def _const_scales(shape: tuple[int, ...], multiplier: Any, shift: Any
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Constant scales within apply_scale_32's REQUIREs (0 <= multiplier < 2**31,
+    2 <= shift <= 62) that broadcast to a value of ``shape``, as int64 arrays; else None
+    (traced scales, or a graph that breaks the REQUIREs: the 32-bit forms)."""
+    if not is_host(multiplier, shift):
+        return None
+    m = np.asarray(multiplier).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    if (not m.size or not s.size or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 2
+            or s.max() > 62 or broadcast_shape(broadcast_shape(shape, m.shape), s.shape) != shape):
+        return None
+    return m, s
+
+
+def _scale_32_pow2(value: Array, m: np.ndarray, s: np.ndarray,
                    double_round: bool) -> Array | None:
-    """apply_scale_32 of a traced int32 ``value`` by constant multipliers that are powers of
-    two, 2**k, as int32 shifts, exact for every int32 value; else None. Half of the RESCALEs
-    of the integer networks here are such (an int8 operand widened to int32 before an ADD,
-    SUB or MUL: multiplier 2**30, shift 10-20), where the general forms multiply in 64 bits.
+    """apply_scale_32 of a traced int32 ``value`` by constant multipliers ``m`` that are powers
+    of two, 2**k (shifts ``s``; ``_const_scales``), as int32 shifts, exact for every int32 value;
+    else None. Half of the RESCALEs of the integer networks here are such (an int8 operand
+    widened to int32 before an ADD, SUB or MUL: multiplier 2**30, shift 10-20), where the
+    general forms multiply in 64 bits.
 
     k >= shift: (v 2**k + 2**(shift - 1)) >> shift = v 2**(k - shift), the round below the
     shift dropped, and static_cast<int32_t> keeps its low 32 bits: v << (k - shift) in int32.
@@ -954,19 +974,9 @@ def _scale_32_pow2(value: Array, multiplier: Any, shift: Any,
     rounded down: (v >> t) + bit t - 1 of v, with no sum that can overflow. DOUBLE_ROUND
     changes the round only for shifts above 31, which are left to the general forms; so are
     channels that mix the two cases."""
-    if not is_host(multiplier, shift):
+    if m.min() <= 0 or (m & (m - 1)).any():
         return None
-    m = np.asarray(multiplier).astype(np.int64)
-    s = np.asarray(shift).astype(np.int64)
-    if (not m.size or not s.size or m.min() <= 0 or m.max() >= 1 << 31 or (m & (m - 1)).any()
-            or s.min() < 2 or s.max() > 62
-            or broadcast_shape(broadcast_shape(np.shape(value), m.shape), s.shape)
-            != np.shape(value)):
-        return None
-    k = np.zeros_like(m)
-    for bit in (16, 8, 4, 2, 1):  # log2 of each power of two, exactly
-        big = m >= np.left_shift(np.int64(1), k + bit)
-        k = np.where(big, k + bit, k)
+    k = np.frexp(m.astype(np.float64))[1].astype(np.int64) - 1  # log2, exact below 2**53
     if (s <= k).all():
         return lx(lax.shift_left, value, _one_or_all(k - s).astype(np.int32))
     t = s - k
@@ -1065,20 +1075,17 @@ def _one_or_all(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1)[:1].reshape(()) if a.size and (a == a.reshape(-1)[0]).all() else a
 
 
-def _scale_32_wide(value: Array, multiplier: Any, shift: Any, double_round: bool,
-                   value_range: tuple[int, int] | None, out_zp: int) -> Array | None:
-    """apply_scale_32 of a traced int32 ``value`` plus ``out_zp`` as one ``scale_32_p``, where
-    the scales are constants within apply_scale_32's REQUIREs, the trace is not for another
-    platform than the CPU, and the 32-bit forms would not run faster (per-channel scales on a
-    value of WIDE_MAX_ELEMENTS or more: traced now rather than when lowering); else None."""
+def _scale_32_wide(value: Array, multiplier: Any, shift: Any, m: np.ndarray, s: np.ndarray,
+                   double_round: bool, value_range: tuple[int, int] | None,
+                   out_zp: int) -> Array | None:
+    """apply_scale_32 of a traced int32 ``value`` plus ``out_zp`` as one ``scale_32_p``, for
+    constant scales within apply_scale_32's REQUIREs (``m``, ``s``: ``_const_scales``), where
+    the trace is not for another platform than the CPU and the 32-bit forms would not run
+    faster (per-channel scales on a value of WIDE_MAX_ELEMENTS or more: traced now rather than
+    when lowering); else None."""
     shape = np.shape(value)
-    if (not is_host(multiplier, shift) or _TARGET.get() not in (None, "cpu")
+    if (_TARGET.get() not in (None, "cpu")
             or os.environ.get(GPU_FORMS_ENV, "") not in ("", "0")):
-        return None
-    m = np.asarray(multiplier).astype(np.int64)
-    s = np.asarray(shift).astype(np.int64)
-    if (not m.size or not s.size or m.min() < 0 or m.max() >= 1 << 31 or s.min() < 2
-            or s.max() > 62 or broadcast_shape(broadcast_shape(shape, m.shape), s.shape) != shape):
         return None
     m, s = _one_or_all(m), _one_or_all(s)
     if _forms_run_faster(shape, m, s):

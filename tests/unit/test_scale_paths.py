@@ -230,7 +230,9 @@ def test_power_of_two_multipliers(x64: bool, double_round: bool, case: str) -> N
                             rng.integers(-(2**31), 2**31, (150, channels))]).astype(np.int32)
     want = np.array([[_spec(int(v), int(m), int(s), double_round)
                       for v, m, s in zip(row, mult, shift)] for row in value], np.int64)
-    taken = nx._scale_32_pow2(jax.numpy.asarray(value), mult, shift, double_round) is not None
+    scales = nx._const_scales(value.shape, mult, shift)
+    assert scales is not None
+    taken = nx._scale_32_pow2(jax.numpy.asarray(value), *scales, double_round) is not None
     assert taken == (case != "mixed" and not (double_round and shift.max() > 31))
     with jax.enable_x64(x64):
         got = jax.jit(lambda v: nx.apply_scale_32(v, mult, shift, double_round, out_zp=-5))(value)
