@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tosa_jax import hoist, hostexec, npexec
+from tosa_jax import float_tier, hoist, hostexec, npexec
 from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import (
     TosaInputError,
@@ -210,6 +210,7 @@ class Model:
             self.transcendentals = _transcendentals(graph) if floats else 0
             self.narrow_floats = floats and _narrow_floats(graph)
             self.row_products = _row_products(graph) if floats else 0
+            self.float_tier = floats and float_tier.candidate(graph, self.float_macs)
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs
@@ -230,6 +231,7 @@ class Model:
             self.transcendentals = meta["transcendentals"]
             self.narrow_floats = meta["narrow_floats"]
             self.row_products = meta["row_products"]
+            self.float_tier = meta["float_tier"]
         self.device = _device(device)
         # model(...) returns numpy arrays (the host's), not JAX arrays: see the class docstring
         self.host_outputs = self.device is None and hostexec.default_is_cpu()
@@ -242,7 +244,7 @@ class Model:
         self.floats = floats
         self.tiered = ((os.environ.get("TOSA_JAX_TIERED", "1").strip().lower()
                         not in ("0", "off", "false", "no")) if tiered is None else bool(tiered)
-                       ) and not floats
+                       ) and (not floats or self.float_tier)
         self._build_lock = threading.Lock()
         self.cache = open_cache(cache)
         if (graph is None and floats and self.float_macs >= LARGE_FLOAT_MACS
@@ -360,7 +362,7 @@ class Model:
                 "conv_kinds": self.conv_kinds, "float_macs": self.float_macs,
                 "int_macs": self.int_macs, "largest_value": self.largest_value,
                 "transcendentals": self.transcendentals, "narrow_floats": self.narrow_floats,
-                "row_products": self.row_products,
+                "row_products": self.row_products, "float_tier": self.float_tier,
                 "inputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
                            for s in self.inputs],
                 "outputs": [(s.name, list(s.shape), s.dtype, s.scale_dtype, s.block_size)
@@ -515,7 +517,16 @@ class Model:
             slot = self._build(args, optimize=True, lookup=False, lowered=quick.lowered)
         except Exception:
             return
+        if not self._same_bits(slot):
+            return
         self._executables[sig] = slot
+
+    def _same_bits(self, optimized: _Slot) -> bool:
+        """Whether an optimized executable may take over from this process's quick one: an
+        integer graph's always; a float graph's where its own HLO is proven too
+        (tosa_jax.float_tier; so far always, where the quick one's was), else the quick one
+        keeps answering, as the first call did."""
+        return not self.floats or float_tier.inexact(optimized.exe.as_text()) is None
 
     def _disk_key(self, args: tuple[Any, ...]) -> dict[str, Any] | None:
         """Everything that decides the executable XLA builds for ``args``; None when the graph
@@ -565,10 +576,13 @@ class Model:
         if exe is None:
             entry = None
             tier = 1 if optimize or not _quick_tier_helps(args) else 0
-            options = {**self.xla_options(args), **({} if tier else quick_options(self.int_macs))}
             if lowered is None:
                 lowered = self._lower(args)
-            exe = compile_lowered(lowered, options, sequential=tier == 1 and self.sequential(args))
+            exe = self._compile_tier(lowered, args, tier)
+            if tier == 0 and self.floats and float_tier.inexact(exe.as_text()) is not None:
+                # Its float bits may differ from the optimized tier's: that one answers
+                self.tiered, tier = False, 1
+                exe = self._compile_tier(lowered, args, tier)
             need, temp = compiled_bytes(exe)
         if lookup:
             self.compile_source = "cache" if entry is not None else "compiled"
@@ -592,6 +606,16 @@ class Model:
         # that replaces it after the first call, where a cache will keep that one.
         keep = entry is None and tier == 0 and self.cache is not None
         return _Slot(exe, tier, lowered if keep else None)
+
+    def _compile_tier(self, lowered: Any, args: tuple[Any, ...], tier: int) -> Any:
+        """Compile ``lowered`` at ``tier`` (1 optimized, 0 quick). A float graph's quick tier
+        keeps the optimized tier's library options (tosa_jax.float_tier)."""
+        options = self.xla_options(args)
+        if tier == 0:
+            options.update(QUICK_OPTIONS if self.floats else quick_options(self.int_macs))
+        # (a float graph's two tiers alike: its library kernels split their work alike)
+        sequential = (tier == 1 or self.floats) and self.sequential(args)
+        return compile_lowered(lowered, options, sequential=sequential)
 
     # -- small graphs run by numpy (tosa_jax.npexec) ------------------------------------------
 
@@ -807,7 +831,8 @@ class Model:
         quick one in the cache, for the host path of later processes."""
         try:
             slot = self._build(args, optimize=True, lookup=False)
-            self._executables[self._signature(args)] = slot
+            if self._same_bits(slot):
+                self._executables[self._signature(args)] = slot
         except Exception:  # the quick executable stays in use: it computes the same
             pass
 
@@ -824,6 +849,8 @@ class Model:
         they are not placed."""
         platform = self._platform(args)
         options = xla_options(self.conv_kinds, platform, self.float_macs)
+        if platform == "cpu" and self.float_tier:
+            options[_YNN] = ",".join(filter(None, (options.get(_YNN), float_tier.REDUCE_FUSION)))
         if (platform == "cpu" and self.floats and self.small_floats()
                 and self.transcendentals <= ELEMENTAL_TRANSCENDENTALS and not self.narrow_floats):
             options[_EMITTERS] = False
@@ -1017,9 +1044,10 @@ class Model:
 # Once its first result is out, the optimized executable is compiled in a background thread and
 # replaces it, in the process and in the persistent cache (without a cache: from the second call
 # on). A graph run once (a test, a debugging run) gets its result without waiting for the
-# optimizer, and the next process loads optimized code. Not for graphs with floating-point
-# tensors: the optimizer contracts multiply-adds, so a float result would change in its last bit
-# between the first call and later ones.
+# optimizer, and the next process loads optimized code. A float graph is tiered only where
+# tosa_jax.float_tier proves the quick tier computes the optimized one's bits: elsewhere the
+# optimizer contracts multiply-adds and reorders sums, so a float result would change in its
+# last bit between the first call and later ones.
 _EMITTERS = "xla_cpu_use_fusion_emitters"  # an experimental flag: see compile_lowered
 _YNN = "xla_cpu_experimental_ynn_fusion_type"  # likewise
 _SPLIT = "xla_cpu_parallel_codegen_split_count"  # likewise
@@ -1439,7 +1467,8 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     (``TOSA_JAX_CACHE_DIR``, ``TOSA_JAX_CACHE=0`` to turn it off), False none, or a directory.
     ``tiered``: compile a quick executable first, then the optimized one in the background (after
     the first call when the cache keeps it, else from the second); default on for integer graphs
-    on the CPU, ``TOSA_JAX_TIERED=0`` to turn it off.
+    on the CPU and for the float graphs whose quick executable is proven to compute the
+    optimized one's bits (``tosa_jax.float_tier``), ``TOSA_JAX_TIERED=0`` to turn it off.
     ``check_requires``: also check, on every call, TOSA's REQUIREs that depend on the values
     (an int32 ADD that overflows, a GATHER index out of range, POW of a negative base...): a
     call that breaks one still returns its outputs, with a ``TosaUnpredictableWarning`` naming
