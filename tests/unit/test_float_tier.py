@@ -135,6 +135,7 @@ def test_non_candidates_never_compile_a_quick_executable() -> None:
     (lambda x: x * 2.0 + 1.0, "multiply and an add"),
     (lambda x: jnp.sum(x, axis=1), "float sum"),
     (lambda x: jnp.sum(x * x, axis=0), "float sum"),
+    (lambda x: jnp.prod(x, axis=1), "float sum or product"),
     (lambda x: jnp.exp(x), "exponential"),
     (lambda x: jnp.tanh(x) + x, "tanh"),
     (lambda x: (x * 3.0).astype(jnp.float16), "f16"),
@@ -150,6 +151,7 @@ def test_inexact_names_what_may_differ(fn, why: str) -> None:
     lambda x: jnp.clip(x, 0.0, 6.0) / 7.0,
     lambda x: x * 0.5,
     lambda x: jnp.max(jnp.abs(x - 3.0), axis=0),
+    lambda x: jnp.argmax(x, axis=1),
 ])
 def test_exact_kernels_pass(fn) -> None:
     x = jnp.ones((64, 64), jnp.float32)
