@@ -79,6 +79,7 @@ _HEAD = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s+\(.*\{\s*$")
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][\w\-]*)\((.*)$")
 _ARRAY = re.compile(r"(\w+)\[([\d,]*)\](?:\{([\d,]*)\})?")
 _OPERAND = re.compile(r"%([\w.\-]+)")
+_BODIES = re.compile(r"(?:calls|to_apply)=%?([\w.\-]+)")
 _CALLEES = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%?([\w.\-]+)")
 
 
@@ -160,6 +161,14 @@ def _conv_types(graph: Graph) -> list[str]:
             for block in region.blocks for op in block.operators if op.op in CONV_OPS]
 
 
+def _sums(computations: dict[str, list[tuple[str, str, str, str]]], rest: str) -> bool:
+    """Whether a reduction's reducer computes floats otherwise than by maxima and minima."""
+    return any(_FLOAT.search(dtype) and opcode not in ("parameter", "maximum", "minimum",
+                                                       "select", "tuple")
+               for callee in _CALLEES.findall(rest)
+               for _, dtype, opcode, _ in computations.get(callee, ()))
+
+
 def inexact(hlo: str) -> str | None:
     """Why the optimized HLO module ``hlo`` (an executable's ``as_text()``) may compute other
     float bits at full optimization than without it; None when it cannot (module docstring)."""
@@ -174,13 +183,13 @@ def inexact(hlo: str) -> str | None:
         elif body is not None and (m := _INSTR.match(line)):
             body.append(m.groups())  # (name, type, opcode, operands and attributes)
     kernels: list[str] = []
-    top = set(computations)
+    thunks = set(computations)  # the entry, loop bodies, branches: not a fusion's or reducer's
     for instructions in computations.values():
         for _, _, opcode, rest in instructions:
-            top.difference_update(_CALLEES.findall(rest))
+            thunks.difference_update(_BODIES.findall(rest))
             if opcode == "fusion" and "kind=kCustom" not in rest:  # a library fusion: YNNPACK
                 kernels.append(_CALLEES.findall(rest)[0])
-    for name in top:  # the thunks: library calls, copies, control flow
+    for name in thunks:  # library calls, copies, control flow, and kernels of one operation
         types = {instr: dtype for instr, dtype, _, _ in computations[name]}
         for instr, dtype, opcode, rest in computations[name]:
             if not _FLOAT.search(dtype):
@@ -192,6 +201,8 @@ def inexact(hlo: str) -> str | None:
                 return f"a product XLA compiles itself ({instr})"
             if opcode == "convolution" and not _eigen_convolution(dtype, operands, rest):
                 return f"a convolution XLA compiles itself ({instr})"
+            if opcode in ("reduce", "reduce-window") and _sums(computations, rest):
+                return f"a float sum or product ({instr})"
     for kernel in kernels:  # XLA's own code: a fusion's computation and those it calls
         seen, todo, opcodes = set(), [kernel], set()
         while todo:
@@ -207,10 +218,7 @@ def inexact(hlo: str) -> str | None:
                     continue  # integers: exact in both tiers
                 if any(t != "f32" for t in floats) or opcode not in EXACT_HLO:
                     return f"{opcode} {floats[0]} ({instr})"
-                if opcode in ("reduce", "reduce-window") and any(
-                        _FLOAT.search(t) and op not in ("parameter", "maximum", "minimum",
-                                                        "select", "tuple")
-                        for c in callees for _, t, op, _ in computations.get(c, ())):
+                if opcode in ("reduce", "reduce-window") and _sums(computations, rest):
                     return f"a float sum or product ({instr})"  # reassociable (docstring)
                 opcodes.add(opcode)
         if opcodes & {"multiply", "divide"} and opcodes & {"add", "subtract"}:
