@@ -242,8 +242,7 @@ class Model:
         # One executable per input signature, built (or read from the persistent cache) once.
         self._executables: dict[tuple[Any, ...], _Slot] = {}
         self.floats = floats
-        self.tiered = ((os.environ.get("TOSA_JAX_TIERED", "1").strip().lower()
-                        not in ("0", "off", "false", "no")) if tiered is None else bool(tiered)
+        self.tiered = (tiering_enabled() if tiered is None else bool(tiered)
                        ) and (not floats or self.float_tier)
         self._build_lock = threading.Lock()
         self.cache = open_cache(cache)
@@ -1156,6 +1155,12 @@ SEQUENTIAL_ELEMENTS = 32_768
 # loops hold transcendentals (GELU's erf: 1.3 ns an element in the erf/erfc form of then; the
 # polynomial ERF since takes about 40% of that), which a second thread halves.
 SEQUENTIAL_INT_ELEMENTS = 131_072
+
+
+def tiering_enabled() -> bool:
+    """Whether models are tiered by default (``TOSA_JAX_TIERED``, default on)."""
+    return os.environ.get("TOSA_JAX_TIERED", "1").strip().lower() not in ("0", "off", "false",
+                                                                          "no")
 
 
 def quick_options(int_macs: int) -> dict[str, Any]:
