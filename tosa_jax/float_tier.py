@@ -146,7 +146,8 @@ def _eigen_convolution(dtype: str, operands: list[str], rest: str) -> bool:
     NHWC output (1 to 3 spatial dimensions), no reversed window, row-major f32 arrays of at
     least 16 bytes (XLA's PotentiallyImplementedAsEigenConvolution and CanUseEigenConvolution)."""
     labels = re.search(r"dim_labels=(\w+)_(\w+)->(\w+)", rest)
-    if labels is None or len(operands) != 2 or "rhs_reversal" in rest:
+    if (labels is None or len(operands) != 2 or "rhs_reversal" in rest
+            or "group_count" in rest):  # (grouped: stricter than XLA's predicate)
         return False
     spatial = "".join(str(i) for i in range(len(labels.group(1)) - 2))
     if (not 1 <= len(spatial) <= 3 or labels.groups() != (f"b{spatial}f", f"{spatial}io",
