@@ -236,3 +236,46 @@ def test_random_float_cnns_answer_alike_on_both_tiers() -> None:
         assert [s.tier for s in model._executables.values()] == [1]
         assert np.asarray(model(inputs[0])).tobytes() == first.tobytes()
     assert tiered >= 2  # (not vacuous: 2 of these 12 on jax 0.10.2)
+
+
+@pytest.mark.parametrize("pool", ["AVG_POOL2D", "REDUCE_SUM"])
+def test_a_resnet_tail_starts_on_the_quick_tier(monkeypatch: pytest.MonkeyPatch,
+                                                pool: str) -> None:
+    """At the default size rule: a ResNet's last stage as exporters write it (a 3x3 convolution,
+    ReLU, a global average pool, as one AVG_POOL2D or as REDUCE_SUMs and a MUL, and a 1x1
+    convolution of 1,000 classes; 58 M multiply-adds) answers from its quick tier, with the
+    optimized tier's bits."""
+    monkeypatch.setattr(float_tier, "MIN_MACS", 10_000_000)
+    rng = np.random.default_rng(7)
+    b = GraphBuilder()
+    zero = b.const([0], "FP32")
+
+    def conv(v: str, w: np.ndarray, out: tuple[int, ...], pad: int) -> str:
+        return b.op("CONV2D", [v, b.const(w, "FP32"), b.const(rng.standard_normal(out[-1]),
+                                                              "FP32"), zero, zero],
+                    out, "FP32", pad=(pad,) * 4, stride=(1, 1), dilation=(1, 1),
+                    acc_type="FP32", local_bound=False)
+
+    x = b.input("x", (1, 7, 7, 256), "FP32")
+    y = conv(x, (rng.standard_normal((512, 3, 3, 256)) / 48).astype(np.float32),
+             (1, 7, 7, 512), 1)
+    y = b.op("CLAMP", [y], (1, 7, 7, 512), "FP32", min_val=np.float32(0),
+             max_val=np.float32(3e38), nan_mode="PROPAGATE")
+    if pool == "AVG_POOL2D":
+        y = b.op("AVG_POOL2D", [y, zero, zero], (1, 1, 1, 512), "FP32", kernel=(7, 7),
+                 stride=(1, 1), pad=(0, 0, 0, 0), acc_type="FP32")
+    else:
+        y = b.op("REDUCE_SUM", [y], (1, 1, 7, 512), "FP32", axis=1)
+        y = b.op("REDUCE_SUM", [y], (1, 1, 1, 512), "FP32", axis=2)
+        y = b.op("MUL", [y, b.const(np.full((1, 1, 1, 1), 1 / 49), "FP32"),
+                         b.const([0], "INT8")], (1, 1, 1, 512), "FP32")
+    y = conv(y, (rng.standard_normal((1000, 1, 1, 512)) / 20).astype(np.float32),
+             (1, 1, 1, 1000), 0)
+    model = tosa_jax.load(serialization.write(b.build([y])), cache=False)
+    assert model.float_macs >= float_tier.MIN_MACS and model.tiered
+    x = (rng.standard_normal((1, 7, 7, 256)) * 10).astype(np.float32)
+    quick = np.asarray(model(x))
+    assert [s.tier for s in model._executables.values()] == [0]
+    model.compile(x)
+    assert [s.tier for s in model._executables.values()] == [1]
+    assert np.asarray(model(x)).tobytes() == quick.tobytes()
