@@ -58,7 +58,6 @@ CANDIDATE_OPS = frozenset({
 
 # Tensor types of a candidate: FP32, integers (exact in both tiers), booleans, shapes.
 PLAIN_TYPES = frozenset({"FP32", "BOOL", "SHAPE", *INT_RANGES})
-CONV_OPS = frozenset({"CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"})
 # A candidate's reductions go to YNNPACK (library code, in both tiers; ``model.xla_options``):
 # XLA's own float sums are reassociable (module docstring).
 REDUCE_FUSION = "LIBRARY_FUSION_TYPE_REDUCE"
@@ -83,11 +82,12 @@ _BODIES = re.compile(r"(?:calls|to_apply)=%?([\w.\-]+)")
 _CALLEES = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%?([\w.\-]+)")
 
 
-def candidate(graph: Graph, float_macs: int) -> bool:
+def candidate(graph: Graph, float_macs: int, conv_kinds: list[str]) -> bool:
     """Whether the graph may pass ``inexact``: a graph of MIN_MACS float multiply-adds or more
-    a call, of float convolutions (no integer ones: the options of ``model.xla_options``
-    apply), whose float tensors are FP32 and whose operators on them are CANDIDATE_OPS."""
-    if float_macs < MIN_MACS or set(_conv_types(graph)) != {"FP32"}:
+    a call, of float convolutions and no integer ones (``conv_kinds``, the model's: the
+    options of ``model.xla_options`` apply), whose tensors are FP32 or integers and whose
+    operators on floats are CANDIDATE_OPS."""
+    if float_macs < MIN_MACS or conv_kinds != ["float"]:
         return False
     for region in graph.regions:
         for block in region.blocks:
@@ -154,12 +154,6 @@ def _eigen_convolution(dtype: str, operands: list[str], rest: str) -> bool:
                                                           f"b{spatial}f")):
         return False
     return all(_row_major(t) is not None for t in (dtype, *operands))
-
-
-def _conv_types(graph: Graph) -> list[str]:
-    """The input types of the graph's convolutions."""
-    return [block.tensors[op.inputs[0]].dtype for region in graph.regions
-            for block in region.blocks for op in block.operators if op.op in CONV_OPS]
 
 
 def _sums(computations: dict[str, list[tuple[str, str, str, str]]], rest: str) -> bool:

@@ -210,7 +210,8 @@ class Model:
             self.transcendentals = _transcendentals(graph) if floats else 0
             self.narrow_floats = floats and _narrow_floats(graph)
             self.row_products = _row_products(graph) if floats else 0
-            self.float_tier = floats and float_tier.candidate(graph, self.float_macs)
+            self.float_tier = floats and float_tier.candidate(graph, self.float_macs,
+                                                                   self.conv_kinds)
         else:
             # From the cache's record of this graph, loaded and validated with these options
             # before: the graph is read (and its functions built) only when something needs

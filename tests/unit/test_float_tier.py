@@ -90,7 +90,7 @@ def test_candidates_are_fp32_convolution_graphs_of_exact_operations(
     b = GraphBuilder()  # no convolution: XLA's own options, not model.xla_options'
     x = b.input("x", (4, 8), "FP32")
     y = b.op("ADD", [x, x], (4, 8), "FP32")
-    assert not float_tier.candidate(b.build([y]), float_tier.MIN_MACS)
+    assert not float_tier.candidate(b.build([y]), float_tier.MIN_MACS, [])
     monkeypatch.setattr(float_tier, "MIN_MACS", 10_000_000)  # the default: this one is small
     model = tosa_jax.load(_cnn(), cache=False)
     assert model.float_macs < float_tier.MIN_MACS and not model.float_tier and not model.tiered

@@ -213,8 +213,8 @@ class TosaSUTRunner(TosaTestRunner):
                 # tosa_jax.float_tier proves it computes the optimized tier's bits (the suite's
                 # graphs are small; MIN_MACS only spares compile time: the rule is the same),
                 # and the optimized executable must give those bits too (below)
-                model.float_tier = model.tiered = float_tier.candidate(model.graph,
-                                                                       float_tier.MIN_MACS)
+                model.float_tier = model.tiered = float_tier.candidate(
+                    model.graph, float_tier.MIN_MACS, model.conv_kinds)
             feeds = read_inputs(test_dir, desc, model)
             outputs = model.run(feeds)
             xla = outputs
