@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
@@ -33,6 +32,7 @@ from tosa_jax.ir import (
     Tensor,
     Wide,
     host_to_value,
+    num_elements,
 )
 from tosa_jax.layout import Laid
 from tosa_jax.lowering import LOWERINGS, Node, WithState
@@ -251,16 +251,12 @@ def _shared(block: Block) -> frozenset[str]:
         for name in set(op.inputs):
             (shared if name in seen else seen).add(name)
         if op.op in BROADCASTING_OPS:
-            out = _elements(block.tensors[op.outputs[0]].shape)
+            out = num_elements(block.tensors[op.outputs[0]].shape)
             if out >= OWN_KERNEL_ELEMENTS:
                 shared.update(n for n in op.inputs
-                              if 0 < _elements(block.tensors[n].shape) * BROADCAST_RATIO <= out)
+                              if 0 < num_elements(block.tensors[n].shape) * BROADCAST_RATIO
+                              <= out)
     return frozenset(shared)
-
-
-def _elements(shape: Sequence[int]) -> int:
-    """Elements of a static shape (0 where a dimension is unknown)."""
-    return math.prod(shape) if all(d >= 0 for d in shape) else 0
 
 
 # Run-time REQUIREs (lowering.numerics.require), when checked: the first one that failed travels
