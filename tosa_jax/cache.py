@@ -192,20 +192,26 @@ class CompileCache:
                 BufferError):
             pass
 
-    def put_later(self, key: dict[str, Any], make: Callable[[], Any | None]) -> None:
+    def put_later(self, key: dict[str, Any], make: Callable[[], Any | None],
+                  after: Callable[[], None] | None = None) -> None:
         """``put(key, make())`` in a background thread, ``make()`` included: serializing and
         writing an executable takes 10-200 ms (resnet_fp32's 12 MB of weights 160 ms, in a
         1.7 s first result; lstm_int8 210 ms) that a first result need not wait for. Writes
         of one key are done in the order asked (a quick-tier executable, then the optimized
-        one that replaces it); ``make`` returning None (or raising) stores nothing. Not a
-        daemon thread, also when asked from one (a thread inherits its starter's daemon flag):
-        the interpreter's exit waits for it, as does ``flush()``."""
+        one that replaces it); ``make`` returning None (or raising) stores nothing. ``after``:
+        called (in that thread) before ``make``, to wait for something first (the first
+        result of the executable written: see tosa_jax.model's ``_FirstResult``); it must
+        return in bounded time. Not a daemon thread, also when asked from one (a thread
+        inherits its starter's daemon flag): the interpreter's exit waits for it, as does
+        ``flush()``."""
         path = self.path(key)
 
         def write(before: threading.Thread | None) -> None:
             if before is not None:
                 before.join()
             try:
+                if after is not None:
+                    after()
                 payload = make()
             except Exception:
                 payload = None

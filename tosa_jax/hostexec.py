@@ -28,6 +28,7 @@ import hashlib
 import importlib.util
 import os
 import threading
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -106,12 +107,13 @@ def program_options() -> dict[str, str]:
             "sequential": os.environ.get(seqcompile.ENV, "")}
 
 
-def entry_of(compiled: Any) -> dict[str, Any] | None:
+def entry_of(compiled: Any, blob: Callable[[], bytes] | None = None) -> dict[str, Any] | None:
     """The host entry of a JAX-compiled executable (``jax.stages.Compiled``, called on the JAX
     side), or None unless it is a one-device executable whose parameters are the flat
     arguments and whose results the flat outputs, in order, of CARRIED_NUMPY types and
     row-major. The weights of a ``hoist.Weighted`` executable, its first parameters, are kept
-    in the entry (``weights``): the caller passes the others."""
+    in the entry (``weights``): the caller passes the others. ``blob`` gives the executable's
+    bytes (by default ``seqcompile.serialized_bytes``)."""
     weights = compiled.host_weights() if hasattr(compiled, "host_weights") else []
     if weights:
         compiled = compiled.exe
@@ -127,7 +129,7 @@ def entry_of(compiled: Any) -> dict[str, Any] | None:
                 or any(tuple(o.format.layout.major_to_minor) != tuple(range(len(o.shape)))
                        for o in outs)):
             return None
-        return {"exe": seqcompile.executable_bytes(compiled) or exe.serialize(),
+        return {"exe": blob() if blob is not None else seqcompile.serialized_bytes(compiled),
                 "args": [[list(a.shape), str(a.dtype)] for a in ins],
                 "outs": [[list(a.shape), str(a.dtype)] for a in outs],
                 **({"weights": weights} if weights else {})}

@@ -254,18 +254,29 @@ def serializable(compiled: Any) -> bool:
     return not getattr(compiled, _UNKNOWN, False)
 
 
-def serialize(compiled: Any) -> tuple[bytes, Any, Any]:
+def serialized_bytes(compiled: Any) -> bytes:
+    """The executable of a ``Compiled`` serialized: ``executable_bytes`` where it has them
+    (re-serializing it would drop its code), else XLA's serialization of it."""
+    if not serializable(compiled):
+        raise ValueError("this executable's bytes are not known")
+    blob = executable_bytes(compiled)
+    return blob if blob is not None else compiled.runtime_executable().serialize()
+
+
+def serialize(compiled: Any, blob: bytes | None = None) -> tuple[bytes, Any, Any]:
     """``jax.experimental.serialize_executable.serialize(compiled)``, with the executable's
-    bytes from ``executable_bytes`` where it has them (re-serializing it would drop its code)."""
+    bytes ``blob`` (``serialized_bytes(compiled)``, the default) in place of a serialization
+    of its own."""
     import jax
     from jax._src.lib import xla_client as xc
     from jax.experimental import serialize_executable
 
-    if not serializable(compiled):
-        raise ValueError("this executable's bytes are not known")
-    blob = executable_bytes(compiled)
+    unloaded = getattr(compiled._executable, "_unloaded_executable", None)
+    if (unloaded is None or compiled._params.const_args
+            or (getattr(unloaded, "mut", None) and unloaded.mut.in_mut)):
+        raise ValueError("this executable cannot be serialized")
     if blob is None:
-        return serialize_executable.serialize(compiled)
+        blob = serialized_bytes(compiled)
 
     class Pickler(serialize_executable._JaxPjrtPickler):
         def persistent_id(self, obj: Any) -> Any:
@@ -273,9 +284,6 @@ def serialize(compiled: Any) -> tuple[bytes, Any, Any]:
                 return ("exec", blob)
             return super().persistent_id(obj)
 
-    unloaded = getattr(compiled._executable, "_unloaded_executable", None)
-    if unloaded is None or compiled._params.const_args:
-        raise ValueError("this executable cannot be serialized")
     args_info_flat, in_tree = jax.tree_util.tree_flatten(compiled.args_info)
     with io.BytesIO() as file:
         Pickler(file).dump((unloaded, args_info_flat, compiled._no_kwargs))

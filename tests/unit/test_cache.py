@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -356,9 +357,9 @@ def test_first_result_does_not_wait_for_the_cache_write(tmp_path: Path,
     release = threading.Event()
     serialize = model_mod._serialize
 
-    def held(exe):
+    def held(exe, blob=None):
         release.wait(10)
-        return serialize(exe)
+        return serialize(exe, blob)
 
     monkeypatch.setattr(model_mod, "_serialize", held)
     y, how = _run(tmp_path, tiered=False)
@@ -366,6 +367,48 @@ def test_first_result_does_not_wait_for_the_cache_write(tmp_path: Path,
     threading.Timer(0.2, release.set).start()
     y2, how2 = _run(tmp_path, tiered=False)
     assert how2 == "cache" and np.array_equal(y, y2)
+
+
+def test_cache_writes_wait_for_the_first_result(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """An executable compiled for a call is serialized for the cache once its first result is
+    computed, not meanwhile (on a 2-core machine the two shared the cores); ``model.compile``
+    lets its writes go at once (nothing waits for a call that is not coming)."""
+    from tosa_jax import model as model_mod
+    from tosa_jax import seqcompile
+
+    events: list[Any] = []
+    out, serialized = model_mod._FirstResult.out, seqcompile.serialized_bytes
+
+    def first_out(self, outs=None):
+        events.append("result" if outs is not None else "no call")
+        out(self, outs)
+
+    def recorded(compiled):
+        events.append(compiled)
+        return serialized(compiled)
+
+    def own(model: tosa_jax.Model) -> list[Any]:
+        """The events of this model (an earlier test's background compile may serialize)."""
+        (slot,) = model._executables.values()
+        exe = getattr(slot.exe, "exe", slot.exe)  # (a hoist.Weighted's own)
+        return [e if isinstance(e, str) else "serialized" for e in events
+                if isinstance(e, str) or e is exe]
+
+    monkeypatch.setattr(model_mod._FirstResult, "out", first_out)
+    monkeypatch.setattr(seqcompile, "serialized_bytes", recorded)
+    model = tosa_jax.load(CNN, cache=tmp_path / "a", tiered=False)
+    y = np.asarray(model(X))
+    assert model.compile_source == "compiled" and len(_executables(tmp_path / "a")) == 1
+    assert own(model) == ["result", "serialized"]
+
+    events.clear()
+    model = tosa_jax.load(CNN, cache=tmp_path / "b", tiered=False).compile(X)
+    assert len(_executables(tmp_path / "b")) == 1  # (flush: no call to wait for)
+    assert own(model) == ["no call", "serialized"]
+    assert np.array_equal(np.asarray(model(X)), y)
+    y2, how2 = _run(tmp_path / "b", tiered=False)
+    assert how2 == "cache" and np.array_equal(y2, y)
 
 
 def test_executable_carries_no_source_locations(reference) -> None:

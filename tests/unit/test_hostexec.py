@@ -149,6 +149,40 @@ def test_in_process_and_bit_identical(tmp_path: Path) -> None:
         assert type(got[k]) is np.ndarray and got[k].dtype == want[k].dtype
 
 
+def test_both_entries_of_an_executable_share_one_serialization(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JAX path's entry and the host path's of one executable are written from one
+    serialization of it (4-25 ms each for an integer graph's); a second model in the process
+    runs the host entry, a third (the host path off) the JAX one, both as the first."""
+    from tosa_jax import seqcompile
+
+    calls = []
+    serialized = seqcompile.serialized_bytes
+    monkeypatch.setattr(seqcompile, "serialized_bytes",
+                        lambda compiled: calls.append(compiled) or serialized(compiled))
+    model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path, tiered=False)
+    x = np.load(FIXTURES / "cnn_int8.input.npy")
+    want = np.asarray(model(x))
+    flush()
+    (slot,) = model._executables.values()
+    exe = getattr(slot.exe, "exe", slot.exe)  # (a hoist.Weighted's own)
+    # (counted for this executable only: an earlier test's background compile may serialize)
+    assert model.compile_source == "compiled" and [c is exe for c in calls].count(True) == 1
+    assert len([p for p in tmp_path.iterdir() if p.stat().st_size > 4096]) == 2
+    host = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+    np.testing.assert_array_equal(host(x), want)
+    assert isinstance(host._host, hostexec.HostExecutable) and host.compile_source == "cache"
+    hostexec.enabled.cache_clear()
+    monkeypatch.setenv("TOSA_JAX_HOSTEXEC", "0")
+    try:
+        jax_path = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
+        np.testing.assert_array_equal(jax_path(x), want)
+        assert jax_path._host is False and jax_path.compile_source == "cache"
+    finally:
+        monkeypatch.undo()
+        hostexec.enabled.cache_clear()
+
+
 def test_quick_tier_answers_while_jax_upgrades(tmp_path: Path) -> None:
     _compiled(tmp_path)  # cnn_int8 is light: its quick-tier executable is what the cache holds
     model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path)
