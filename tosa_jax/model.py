@@ -1207,13 +1207,14 @@ class _Slot:
 class _FirstResult:
     """The first result of an executable just compiled, which its cache writes wait for.
 
-    Serializing and writing an executable (4-25 ms of CPU for an integer graph's, twice: the
-    JAX path's entry and the host path's) took a core from its first call on a 2-core machine;
-    the writes now start when that call's outputs are computed. Fresh processes, empty cache,
-    load to the first result, three interleaved rounds (2026-11-29): resnet_int8 283-298 ->
-    267-278 ms, mobilenetv2_int8 531-591 -> 507-542, unet_int8 813-832 -> 754-787, resnet_fp32
-    190-204 -> 187-192. A write never waits more than WAIT_S (a call that never comes: the
-    interpreter's exit waits for the writes)."""
+    Serializing and writing an executable (4-25 ms of CPU for an integer graph's, and it was
+    serialized twice: for the JAX path's entry and the host path's) took a core from its first
+    call on a 2-core machine; the writes now start when that call's outputs are computed.
+    Fresh processes, empty cache, load to the first result, five interleaved rounds against the
+    commit before, sorted (2026-11-29): resnet_int8 261-312 -> 255-282 ms, unet_int8 746-778 ->
+    695-776 (mobilenetv2_int8, three rounds, within noise: 476-516 -> 490-512). A write never
+    waits more than WAIT_S (a call that never comes: the interpreter's exit waits for the
+    writes)."""
 
     WAIT_S = 30.0
 
