@@ -369,8 +369,8 @@ def test_first_result_does_not_wait_for_the_cache_write(tmp_path: Path,
     assert how2 == "cache" and np.array_equal(y, y2)
 
 
-def test_cache_writes_wait_for_the_first_result(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_writes_wait_for_the_first_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                reference) -> None:
     """An executable compiled for a call is serialized for the cache once its first result is
     computed, not meanwhile (on a 2-core machine the two shared the cores); ``model.compile``
     lets its writes go at once (nothing waits for a call that is not coming)."""
@@ -399,6 +399,8 @@ def test_cache_writes_wait_for_the_first_result(tmp_path: Path,
     monkeypatch.setattr(seqcompile, "serialized_bytes", recorded)
     model = tosa_jax.load(CNN, cache=tmp_path / "a", tiered=False)
     y = np.asarray(model(X))
+    ref = reference(CNN, {model.inputs[0].name: X}, [model.outputs[0].name])
+    assert y.tobytes() == np.asarray(next(iter(ref.values())), y.dtype).tobytes()
     assert model.compile_source == "compiled" and len(_executables(tmp_path / "a")) == 1
     assert own(model) == ["result", "serialized"]
 

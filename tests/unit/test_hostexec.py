@@ -150,10 +150,11 @@ def test_in_process_and_bit_identical(tmp_path: Path) -> None:
 
 
 def test_both_entries_of_an_executable_share_one_serialization(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reference) -> None:
     """The JAX path's entry and the host path's of one executable are written from one
     serialization of it (4-25 ms each for an integer graph's); a second model in the process
-    runs the host entry, a third (the host path off) the JAX one, both as the first."""
+    runs the host entry, a third (the host path off) the JAX one: the reference model's
+    integers, all three."""
     from tosa_jax import seqcompile
 
     calls = []
@@ -163,6 +164,9 @@ def test_both_entries_of_an_executable_share_one_serialization(
     model = tosa_jax.load(FIXTURES / "cnn_int8.tosa", cache=tmp_path, tiered=False)
     x = np.load(FIXTURES / "cnn_int8.input.npy")
     want = np.asarray(model(x))
+    ref = reference(FIXTURES / "cnn_int8.tosa", {model.inputs[0].name: x},
+                    [model.outputs[0].name])
+    assert want.tobytes() == np.asarray(next(iter(ref.values())), want.dtype).tobytes()
     flush()
     (slot,) = model._executables.values()
     exe = getattr(slot.exe, "exe", slot.exe)  # (a hoist.Weighted's own)
