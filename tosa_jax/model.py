@@ -802,6 +802,10 @@ class Model:
             return None if entry is None else {**entry, "need": need, "tier": tier}
 
         self.cache.put_later(key, payload, after)
+        if self.floats and self.float_macs >= LARGE_FLOAT_MACS and self.device is None:
+            # the next process loads this graph with hostexec.prepare (__init__): its
+            # warm-up executable, from the cache, rather than compiled on that process's path
+            hostexec.put_warm_later(self.cache, next(iter(devices)).client, after)
 
     def _host_run(self, arrays: list[Any]) -> list[np.ndarray] | None:
         """The outputs of the cached executable run without JAX, or None where there is none

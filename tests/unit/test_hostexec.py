@@ -546,33 +546,47 @@ def test_warm_float_kernels_runs_a_convolution_without_jax() -> None:
     assert same_shape and err < 1e-4 and not jax_imported
 
 
+# warm_float_kernels on the compile cache argv[1]; argv[2] "refuse": its client refuses to
+# compile (so the executable must come from the cache). Prints the result and its largest
+# difference from numpy's sum of products over the zero-padded 3x3 window.
+WARM = """
+import json, sys, numpy as np
+from tosa_jax import hostexec
+from tosa_jax.cache import CompileCache
+if sys.argv[2] == "refuse":
+    class Refusing:
+        def __init__(self, c): self.c = c
+        def __getattr__(self, name): return getattr(self.c, name)
+        def compile_and_load(self, *a): raise RuntimeError("compiled")
+    real = hostexec._client
+    hostexec._client = lambda: Refusing(real())
+rng = np.random.default_rng(0)
+x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)
+w = rng.standard_normal((3, 3, 8, 8)).astype(np.float32)
+y = hostexec.warm_float_kernels(x, w, store=CompileCache(sys.argv[1]))
+xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+ref = sum(np.einsum("nhwc,co->nhwo", xp[:, i:i + 8, j:j + 8], w[i, j])
+          for i in range(3) for j in range(3))
+print(json.dumps([y.tolist(), float(np.abs(y - ref).max()), "jax" in sys.modules]))
+"""
+
+
+def _warm(store: Path, how: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", WARM, str(store), how], capture_output=True,
+                          text=True, env={**os.environ, "TOSA_JAX_HOSTEXEC": "1",
+                                          "JAX_PLATFORMS": "cpu"})
+
+
 def test_the_warm_convolution_is_kept_in_the_cache(tmp_path: Path) -> None:
     """warm_float_kernels keeps its executable in the compile cache it is given: a second
     process rebuilds it from there (its client here refuses to compile) and computes the same
     convolution."""
-    code = ("import json, sys, numpy as np; from tosa_jax import hostexec\n"
-            "from tosa_jax.cache import CompileCache\n"
-            "if sys.argv[2] == 'refuse':\n"
-            "    class Refusing:\n"
-            "        def __init__(self, c): self.c = c\n"
-            "        def __getattr__(self, name): return getattr(self.c, name)\n"
-            "        def compile_and_load(self, *a): raise RuntimeError('compiled')\n"
-            "    real = hostexec._client\n"
-            "    hostexec._client = lambda: Refusing(real())\n"
-            "rng = np.random.default_rng(0)\n"
-            "x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)\n"
-            "w = rng.standard_normal((3, 3, 8, 8)).astype(np.float32)\n"
-            "y = hostexec.warm_float_kernels(x, w, store=CompileCache(sys.argv[1]))\n"
-            "print(json.dumps(y.tolist()))")
-    env = {**os.environ, "TOSA_JAX_HOSTEXEC": "1", "JAX_PLATFORMS": "cpu"}
-    runs = [json.loads(subprocess.run([sys.executable, "-c", code, str(tmp_path), how],
-                                      check=True, capture_output=True, text=True,
-                                      env=env).stdout.splitlines()[-1])
+    runs = [json.loads(_warm(tmp_path, how).stdout.splitlines()[-1])
             for how in ("compile", "refuse")]
     assert len(list(tmp_path.glob("*.xla"))) == 1
-    np.testing.assert_array_equal(np.asarray(runs[1]), np.asarray(runs[0]))
-    refused = subprocess.run([sys.executable, "-c", code, str(tmp_path / "empty"), "refuse"],
-                             capture_output=True, text=True, env=env)
+    np.testing.assert_array_equal(np.asarray(runs[1][0]), np.asarray(runs[0][0]))
+    assert runs[1][1] < 1e-4 and not runs[1][2]
+    refused = _warm(tmp_path / "empty", "refuse")
     assert refused.returncode != 0 and "compiled" in refused.stderr  # (the check checks)
 
 
@@ -617,11 +631,13 @@ print(json.dumps({"status": status.name, "jax": "jax" in sys.modules}))
 PREPARED = """
 import sys, json, numpy as np, tosa_jax
 from tosa_jax import hostexec
+from tosa_jax.cache import open_cache
 path, xs = sys.argv[1], [np.load(p) for p in sys.argv[2:]]
+warm = open_cache(None).get(hostexec._warm_key()) is not None
 m = tosa_jax.load(path)
 started = hostexec._PREPARED is not None
 outs = m.run({s.name: x for s, x in zip(m.inputs, xs)})
-print(json.dumps({"source": m.compile_source, "started": started,
+print(json.dumps({"source": m.compile_source, "started": started, "warm": warm,
                   "outs": [o.tolist() for o in outs.values()]}))
 """
 
@@ -632,7 +648,10 @@ def test_load_from_the_cache_prepares_large_float_graphs(tmp_path: Path, referen
     """A load from the cache's record of a graph whose float work runs on Eigen (at least
     model.LARGE_FLOAT_MACS multiply-adds) starts hostexec.prepare() (oneDNN's kernel generated
     beside the executable's rebuild); a small float graph does not; either way the second
-    process computes the first's bits, within the dot-product bound of the reference model."""
+    process computes the first's bits, within the dot-product bound of the reference model.
+    The process that compiled a large one leaves prepare()'s warm-up executable in the cache
+    (the next process rebuilds it, not compiles it: its client refusing to compile, it
+    computes the convolution)."""
     from tosa_jax.ir import GraphBuilder
     from tosa_jax.model import LARGE_FLOAT_MACS
 
@@ -652,6 +671,11 @@ def test_load_from_the_cache_prepares_large_float_graphs(tmp_path: Path, referen
     first, second = _two_processes(PREPARED, tmp_path / "cache", str(path), *map(str, xs))
     assert first["source"] == "compiled" and not first["started"]
     assert second["source"] == "cache" and second["started"] == large
+    assert [first["warm"], second["warm"]] == [False, large]
+    if large:
+        _, err, jax_imported = json.loads(_warm(tmp_path / "cache", "refuse").stdout
+                                          .splitlines()[-1])
+        assert err < 1e-4 and not jax_imported
     got = np.asarray(second["outs"], np.float32)[0]
     np.testing.assert_array_equal(got, np.asarray(first["outs"], np.float32)[0])
     a_x, w_x = (np.load(p) for p in xs)
