@@ -6,6 +6,7 @@ import gc
 import hashlib
 import math
 import os
+import stat
 import sys
 import threading
 import warnings
@@ -19,6 +20,7 @@ import numpy as np
 from tosa_jax import float_tier, hoist, hostexec, npexec
 from tosa_jax.cache import CompileCache, code_digest, open_cache
 from tosa_jax.errors import (
+    TosaFormatError,
     TosaInputError,
     TosaLimitError,
     TosaUnpredictableWarning,
@@ -36,6 +38,7 @@ from tosa_jax.ir import (
     Wide,
     block_scale_shape,
     contraction_macs,
+    file_bytes,
     host_to_value,
     source_bytes,
     value_to_host,
@@ -1571,14 +1574,28 @@ def load(source: str | os.PathLike | bytes | Graph, *,
             "level": level, "cache": cache, "tiered": tiered, "check_requires": check_requires,
             "numpy_floats": numpy_floats}
     store = open_cache(cache)
+
+    def key_of(digest: str) -> dict[str, Any]:
+        return {"kind": "model", "format": 3, "graph": digest, "code": code_digest(),
+                "target": repr((profile, extensions, level)), "limits": repr(limits)}
+
+    st = _file_stat(source) if store is not None else None
+    if st is not None and (digest := store.file_digest(st)) is not None:
+        # A file this cache has hashed before, unchanged: not read unless the graph is needed
+        meta = store.get(key_of(digest))
+        if meta is not None:
+            path = os.fspath(source)
+            return Model(None, digest=digest, meta=meta,
+                         reader=lambda: _parse(_unchanged(path, digest), path, limits), **opts)
     data, label = source_bytes(source)
     if data is None or store is None:
         with no_gc():
             graph, digest = _read(source, limits)
             return Model(graph, digest=digest, **opts)
     digest = hashlib.sha256(data).hexdigest()
-    key = {"kind": "model", "format": 3, "graph": digest, "code": code_digest(),
-           "target": repr((profile, extensions, level)), "limits": repr(limits)}
+    if st is not None:
+        store.remember_digest(st, digest)
+    key = key_of(digest)
     meta = store.get(key)
     if meta is not None:
         return Model(None, digest=digest, meta=meta,
@@ -1588,6 +1605,26 @@ def load(source: str | os.PathLike | bytes | Graph, *,
     if not model.variables:
         store.put(key, model._meta())
     return model
+
+
+def _file_stat(source: object) -> os.stat_result | None:
+    """``os.stat`` of a source that is a path to a regular file, else None."""
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    try:
+        st = os.stat(source)
+    except (OSError, ValueError):
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def _unchanged(path: str, digest: str) -> bytes:
+    """The bytes of the graph file a model was loaded from by its remembered digest, read
+    when the graph is first needed: refused if they are no longer the bytes of ``digest``."""
+    data = file_bytes(path)
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise TosaFormatError(f"{path}: the file changed after it was loaded; load it again")
+    return data
 
 
 def _input_rules(graph: Graph, requirements: Any) -> list[tuple[int, Any]]:

@@ -40,10 +40,20 @@ def _jax_entries_only(monkeypatch: pytest.MonkeyPatch):
     hostexec.enabled.cache_clear()
 
 
+def _kind(entry: Path) -> str | None:
+    """The ``kind`` of an entry's key (read from its header), None for a compiled program's."""
+    data = entry.read_bytes()
+    at = len(cache_module.MAGIC)
+    n = int.from_bytes(data[at:at + 4], "little")
+    return json.loads(data[at + 4:at + 4 + n]).get("kind")
+
+
 def _entries(d: Path) -> list[Path]:
-    """The entries on disk, once this process's writes under way (put_later) are done."""
+    """The entries on disk, once this process's writes under way (put_later) are done;
+    not the graph files' remembered digests (kept only for a file that has not changed in
+    the last seconds, so there or not by the age of the fixture's file)."""
     flush()
-    return sorted(d.glob("*" + SUFFIX))
+    return sorted(p for p in d.glob("*" + SUFFIX) if _kind(p) != "file")
 
 
 def _executables(d: Path) -> list[Path]:
@@ -170,12 +180,16 @@ def test_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_cli_shows_and_clears(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _run(tmp_path)
+    flush()
+    # _entries' two, and the graph file's digest where it is remembered (by the file's age)
+    n = len(list(tmp_path.glob("*" + SUFFIX)))
+    assert len(_entries(tmp_path)) == 2 and n in (2, 3)
     assert cli(["cache", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert str(tmp_path) in out and "2 entries" in out
+    assert str(tmp_path) in out and f"{n} entries" in out
     assert cli(["cache", "--dir", str(tmp_path), "--clear"]) == 0
-    assert "removed 2" in capsys.readouterr().out
-    assert _entries(tmp_path) == []
+    assert f"removed {n}" in capsys.readouterr().out
+    assert list(tmp_path.glob("*" + SUFFIX)) == []
 
 
 @pytest.mark.parametrize("name", ["cnn_int8", "mlp_attn_int8"])
@@ -431,3 +445,62 @@ def test_executable_carries_no_source_locations(reference) -> None:
     for e in (exe, plain):
         (got,) = [np.asarray(y) for y in jax.tree.leaves(e(X))]
         assert got.tobytes() == np.asarray(expected, got.dtype).tobytes()
+
+
+def test_a_graph_file_hashed_before_is_not_read_again(tmp_path: Path, reference,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph file this cache has hashed, unchanged since (device, inode, size, times), is
+    loaded from the cache by the digest it remembers, without reading the file; the graph,
+    read when something needs it, must still be those bytes; a file changed since (its times
+    differ) is read and hashed again."""
+    from tosa_jax import ir
+
+    path, store = tmp_path / "net.tosa", tmp_path / "cache"
+    path.write_bytes(CNN.read_bytes())
+    monkeypatch.setattr(cache_module, "SETTLED_S", -1.0)  # (the file was written just now)
+    first = tosa_jax.load(path, cache=store)
+    y0 = np.asarray(first(X))
+    flush()
+    read = ir.file_bytes
+    monkeypatch.setattr(ir, "file_bytes", lambda p: pytest.fail(f"{p} was read"))
+    again = tosa_jax.load(path, cache=store)
+    y1 = np.asarray(again(X))
+    assert again.compile_source == "cache" and again._graph is None
+    want = next(iter(reference(CNN, {first.inputs[0].name: X}, [first.outputs[0].name])
+                     .values()))
+    np.testing.assert_array_equal(y0, want)
+    np.testing.assert_array_equal(y1, want)
+    assert again.graph.operator_counts() == first.graph.operator_counts()  # (read: checked)
+    monkeypatch.setattr(ir, "file_bytes", read)
+
+    # the file replaced after the load: the graph read then is refused, not mixed up
+    stale = tosa_jax.load(path, cache=store)
+    other = FIXTURES / "cnn_fp32.tosa"
+    path.write_bytes(other.read_bytes())
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # (the write's times differ)
+    with pytest.raises(tosa_jax.TosaFormatError, match="changed after it was loaded"):
+        stale.graph  # noqa: B018
+    # and a load now reads and hashes the new bytes
+    new = tosa_jax.load(path, cache=store)
+    assert new.inputs == tosa_jax.load(other, cache=False).inputs != first.inputs
+
+
+def test_a_graph_file_written_just_now_is_hashed_every_time(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """A file written in the last cache.SETTLED_S seconds is not remembered: its times are as
+    coarse as a clock tick, and a second write within that tick could keep them."""
+    from tosa_jax import ir
+
+    path, store = tmp_path / "net.tosa", tmp_path / "cache"
+    path.write_bytes(CNN.read_bytes())
+    tosa_jax.load(path, cache=store)(X)
+    flush()
+    assert CompileCache(store).file_digest(path.stat()) is None
+    reads = []
+    read = ir.file_bytes
+    monkeypatch.setattr(ir, "file_bytes", lambda p: reads.append(p) or read(p))
+    again = tosa_jax.load(path, cache=store)
+    again(X)
+    assert reads == [path] and again.compile_source == "cache"
