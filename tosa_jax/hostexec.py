@@ -283,9 +283,10 @@ def put_warm_later(store: CompileCache, client: Any,
     """Store warm_float_kernels' executable, compiled by ``client`` (JAX's CPU client), where
     ``store`` has none: called by a process that compiled a float graph prepare() will be
     asked for when a later process loads it from ``store``. That process then rebuilds the
-    executable beside its own, not compiles it: bert_tiny_fp32 from the cache, the benchmark's
-    worker, four interleaved processes each (2026-11-29): without the entry 49-68 ms, with
-    it 41-53. ``after``: as CompileCache.put_later's (the graph's first result)."""
+    executable beside its own, not compiles it: the benchmark's two workers (empty cache,
+    then from it), four interleaved rounds (2026-11-29), from the cache: bert_tiny_fp32 44-46
+    -> 37-42 ms, unet_fp32 47-54 -> 40-41, resnet_fp32 68-86 -> 56-62. ``after``: as
+    CompileCache.put_later's (the graph's first result)."""
     key = _warm_key()
     path = str(store.path(key))
     with _PREPARE_LOCK:
