@@ -234,10 +234,11 @@ module @tosa_jax_warm {
 _WARM_SHAPES = ([[1, 8, 8, 8], "float32"], [[3, 3, 8, 8], "float32"])
 
 
-def warm_float_kernels(x: np.ndarray, w: np.ndarray,
-                       store: CompileCache | None = None) -> np.ndarray:
-    """Compile (jaxlib's client, no JAX) and run one small FP32 convolution of ``x`` (NHWC,
-    1x8x8x8) by ``w`` (HWIO, 3x3x8x8), padded to the same size; returns its result.
+def warm_float_kernels(x: np.ndarray, w: np.ndarray, store: CompileCache | None = None,
+                       client: Any = None) -> np.ndarray:
+    """Compile (on ``client``, by default the host client: no JAX) and run one small FP32
+    convolution of ``x`` (NHWC, 1x8x8x8) by ``w`` (HWIO, 3x3x8x8), padded to the same size;
+    returns its result.
 
     XLA CPU runs float convolutions (and matrix products YNNPACK does not take) on Eigen, whose
     contraction kernel is oneDNN's GEMM; oneDNN generates that kernel's machine code on its
@@ -245,7 +246,7 @@ def warm_float_kernels(x: np.ndarray, w: np.ndarray,
     ExecuTorch's ds_cnn FP, its suite's first graph, 30 ms of a 33 ms first call (3.7 ms after
     this). The convolution's executable is kept in ``store`` (a compile cache) for the next
     process, which rebuilds it in 2-4 ms rather than compiling it in 14-21 ms (2026-11-28)."""
-    client = _client()
+    client = client if client is not None else _client()
     from jaxlib import _jax
 
     devices = _jax.DeviceList((client.devices()[0],))
@@ -261,7 +262,7 @@ def warm_float_kernels(x: np.ndarray, w: np.ndarray,
     if compiled:
         exe = client.compile_and_load(_WARM_CONV, devices, _jax.CompileOptions())
     entry = {"args": list(_WARM_SHAPES), "outs": [list(_WARM_SHAPES[0])]}
-    out = HostExecutable(entry, exe)([x, w])[0]
+    out = HostExecutable(entry, exe, client)([x, w])[0]
     if compiled and store is not None:  # (after the run: the kernels are warm either way)
         try:
             store.put(key, exe.serialize())
@@ -275,43 +276,20 @@ def _warm_key() -> dict[str, Any]:
             "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
-_WARM_ASKED: set[str] = set()  # the caches put_warm_later has written the entry to (paths)
-
-
-def put_warm_later(store: CompileCache, client: Any,
-                   after: Callable[[], None] | None = None) -> None:
-    """Store warm_float_kernels' executable, compiled by ``client`` (JAX's CPU client), where
-    ``store`` has none: called by a process that compiled a float graph prepare() will be
-    asked for when a later process loads it from ``store``. That process then rebuilds the
-    executable beside its own, not compiles it: the benchmark's two workers (empty cache,
-    then from it), four interleaved rounds (2026-11-29), from the cache: bert_tiny_fp32 44-46
-    -> 37-42 ms, unet_fp32 47-54 -> 40-41, resnet_fp32 68-86 -> 56-62. ``after``: as
-    CompileCache.put_later's (the graph's first result)."""
-    key = _warm_key()
-    path = str(store.path(key))
-    with _PREPARE_LOCK:
-        if path in _WARM_ASKED or os.path.exists(path):
-            return
-        _WARM_ASKED.add(path)
-
-    def make() -> bytes:
-        from jaxlib import _jax
-
-        devices = _jax.DeviceList((client.devices()[0],))
-        return client.compile_and_load(_WARM_CONV, devices, _jax.CompileOptions()).serialize()
-
-    store.put_later(key, make, after)
-
-
 _PREPARED: threading.Thread | None = None
 _PREPARE_LOCK = threading.Lock()
 
 
-def prepare(store: CompileCache | None = None) -> threading.Thread | None:
+def prepare(store: CompileCache | None = None, jax_client: bool = False
+            ) -> threading.Thread | None:
     """Load jaxlib's extension and make the host client in a thread, where the host path
     would run a model (about 40 ms, once a process), then generate the float kernels' code
     (``warm_float_kernels``, about 50 ms, its executable kept in ``store``: by default the
-    environment's compile cache); returns the thread, or None.
+    environment's compile cache); returns the thread, or None. ``jax_client``: run the
+    warm-up on JAX's CPU client instead, not making the host client (a process that compiles
+    a graph runs it through JAX). oneDNN's kernels are the process's, whichever client runs
+    them first. bert_tiny_fp32, fresh processes, empty cache, three interleaved rounds
+    (2026-11-29): the first run 22 -> 2 ms while its tracing took 5-11 ms longer.
 
     The reference model's binding loads its library when it is imported; ExecuTorch's plugin
     (``tosa_jax.executorch``) calls this when pytest starts, so that this overlaps the export
@@ -324,9 +302,15 @@ def prepare(store: CompileCache | None = None) -> threading.Thread | None:
 
     def load() -> None:
         try:
-            _client()
+            if jax_client:
+                import jax
+
+                client = jax.devices("cpu")[0].client
+            else:
+                client = _client()
             zeros = [np.zeros(s, d) for s, d in _WARM_SHAPES]
-            warm_float_kernels(*zeros, store=store if store is not None else open_cache(None))
+            warm_float_kernels(*zeros, store=store if store is not None else open_cache(None),
+                               client=client)
         except Exception:  # see the docstring
             pass
 
@@ -342,16 +326,15 @@ def prepare(store: CompileCache | None = None) -> threading.Thread | None:
     return _PREPARED
 
 
-
 class HostExecutable:
     """A cached executable loaded on the host client: numpy arrays in, numpy arrays out."""
 
-    def __init__(self, entry: dict[str, Any], exe: Any = None) -> None:
-        """From a host entry, or ``exe`` (an executable loaded on the host client) and the
-        entry's shapes (``args``, ``outs``)."""
+    def __init__(self, entry: dict[str, Any], exe: Any = None, client: Any = None) -> None:
+        """From a host entry, or ``exe`` (an executable loaded on ``client``, by default the
+        host client) and the entry's shapes (``args``, ``outs``)."""
         from jaxlib import _hlo, _jax
 
-        client = _client()
+        client = client if client is not None else _client()
         self.device = client.devices()[0]
         self.exe = exe if exe is not None else client.deserialize_executable(
             entry["exe"], _jax.DeviceList((self.device,)))

@@ -250,17 +250,19 @@ class Model:
                        ) and (not floats or self.float_tier)
         self._build_lock = threading.Lock()
         self.cache = open_cache(cache)
-        if (graph is None and floats and self.float_macs >= LARGE_FLOAT_MACS
-                and self.device is None and self.cache is not None):
-            # From the cache's record, a graph whose float work runs on Eigen (convolutions and
-            # matrix products, see LARGE_FLOAT_CONV_OPTIONS) is about to run a cached
-            # executable on the host path: its first run would generate oneDNN's GEMM kernel,
-            # which a thread does now, beside reading and rebuilding the executable
-            # (hostexec.prepare). From the cache, after import, three interleaved processes
-            # each (Xeon, 2026-11-28): bert_tiny_fp32 64-67 -> 51-63 ms, unet_fp32 73-76 ->
-            # 58-60, resnet_fp32 149-157 -> 130-132. Not for small graphs: cnn_fp32 (0.3 M)
-            # was slower by the thread (2026-11-27).
-            hostexec.prepare(self.cache)
+        if (floats and self.float_macs >= LARGE_FLOAT_MACS and self.device is None
+                and self.cache is not None):
+            # A graph whose float work runs on Eigen (convolutions and matrix products, see
+            # LARGE_FLOAT_CONV_OPTIONS): its first run would generate oneDNN's GEMM kernel,
+            # which a thread does now (hostexec.prepare). From the cache's record, beside
+            # reading and rebuilding the executable for the host path: from the cache, after
+            # import, three interleaved processes each (Xeon, 2026-11-28): bert_tiny_fp32
+            # 64-67 -> 51-63 ms, unet_fp32 73-76 -> 58-60, resnet_fp32 149-157 -> 130-132.
+            # Else on JAX's client, while this thread traces (Python: one core) and XLA
+            # compiles; it also leaves the warm-up's executable in the cache for the next
+            # process. Not for small graphs: cnn_fp32 (0.3 M) was slower by the thread
+            # (2026-11-27).
+            hostexec.prepare(self.cache, jax_client=graph is not None)
         # "cache" or "compiled", for the last build; "numpy" ("numpy, cache") where the first
         # call ran the numpy program traced here (from the cache)
         self.compile_source: str | None = None
@@ -805,10 +807,6 @@ class Model:
             return None if entry is None else {**entry, "need": need, "tier": tier}
 
         self.cache.put_later(key, payload, after)
-        if self.floats and self.float_macs >= LARGE_FLOAT_MACS and self.device is None:
-            # the next process loads this graph with hostexec.prepare (__init__): its
-            # warm-up executable, from the cache, rather than compiled on that process's path
-            hostexec.put_warm_later(self.cache, next(iter(devices)).client, after)
 
     def _host_run(self, arrays: list[Any]) -> list[np.ndarray] | None:
         """The outputs of the cached executable run without JAX, or None where there is none
