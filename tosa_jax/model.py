@@ -1582,9 +1582,9 @@ def load(source: str | os.PathLike | bytes | Graph, *,
         # A file this cache has hashed before, unchanged: not read unless the graph is needed
         meta = store.get(key_of(digest))
         if meta is not None:
-            path = os.fspath(source)
+            label, path = os.fspath(source), os.path.abspath(source)  # (the cwd may change)
             return Model(None, digest=digest, meta=meta,
-                         reader=lambda: _parse(_unchanged(path, digest), path, limits), **opts)
+                         reader=lambda: _parse(_unchanged(path, digest), label, limits), **opts)
     data, label = source_bytes(source)
     if data is None or store is None:
         with no_gc():
