@@ -21,11 +21,11 @@ bytes, not copied out of them. The payload is JAX's own
 serialization of native code, like JAX's own compilation cache: the directory is created
 private to the user (mode 0700) and only entries this module wrote are read.
 
-A graph file's SHA-256 is also kept, keyed by the file's device, inode, size, modification
-and change times (``file_digest``): ``load(path)`` of a file hashed before and unchanged since
-finds its entries without reading the file (the graph, if later needed, is read and checked
-against that digest). Only for a file unchanged for SETTLED_S seconds: file times are as coarse
-as the kernel's clock tick.
+A graph file's SHA-256 is also kept, keyed by the file's path, device, inode, size,
+modification and change times (``file_digest``): ``load(path)`` of a file hashed before and
+unchanged since finds its entries without reading the file (the graph, if later needed, is read
+and checked against that digest). Only for a file unchanged for SETTLED_S seconds: file times
+are as coarse as the kernel's clock tick.
 
 A model stores what it compiled with ``put_later``: serialized and written by a background
 thread, so that its first result does not wait for the write (``flush`` waits for them all;
@@ -202,25 +202,28 @@ class CompileCache:
     # -- graph files' digests ----------------------------------------------------------------
 
     @staticmethod
-    def _file_key(st: os.stat_result) -> dict[str, Any]:
-        return {"kind": "file", "dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
-                "mtime": st.st_mtime_ns, "ctime": st.st_ctime_ns}
+    def _file_key(path: str, st: os.stat_result) -> dict[str, Any]:
+        return {"kind": "file", "path": os.path.abspath(path), "dev": st.st_dev,
+                "ino": st.st_ino, "size": st.st_size, "mtime": st.st_mtime_ns,
+                "ctime": st.st_ctime_ns}
 
-    def file_digest(self, st: os.stat_result) -> str | None:
-        """The SHA-256 remember_digest stored for the file of ``st`` (its ``os.stat``), if
-        that file has not changed since: same device, inode, size, modification and change
-        time (no one sets a change time back). Else None."""
-        digest = self.get(self._file_key(st))
+    def file_digest(self, path: str, st: os.stat_result) -> str | None:
+        """The SHA-256 remember_digest stored for the file at ``path`` (``st``: its
+        ``os.stat``), if it has not changed since: the same path, device, inode, size,
+        modification and change time (no one sets a change time back). Else None."""
+        digest = self.get(self._file_key(path, st)) if st.st_ino else None
         return digest if isinstance(digest, str) else None
 
-    def remember_digest(self, st: os.stat_result, digest: str) -> None:
-        """Keep ``digest``, the SHA-256 of the file of ``st`` (its ``os.stat`` taken before
-        it was read), for file_digest: a graph loaded again from the cache is then not read
-        and hashed (a millisecond a megabyte: mobilenetv2_fp32's 14 MB, 14 ms). Not when the
-        file changed in the last SETTLED_S: timestamps are as coarse as the kernel's clock
-        tick, so a second write within it could keep the same times."""
-        if time.time() - max(st.st_mtime, st.st_ctime) > SETTLED_S:
-            self.put_later(self._file_key(st), lambda: digest)  # (off the first result's path)
+    def remember_digest(self, path: str, st: os.stat_result, digest: str) -> None:
+        """Keep ``digest``, the SHA-256 of the file at ``path`` (``st``: its ``os.stat``,
+        taken before it was read), for file_digest: a graph loaded again from the cache is
+        then not read and hashed (a millisecond a megabyte: mobilenetv2_fp32's 14 MB, 14 ms).
+        Not when the file changed in the last SETTLED_S (timestamps are as coarse as the
+        kernel's clock tick, so a second write within it could keep the same times), nor on a
+        file system without inode numbers."""
+        if st.st_ino and time.time() - max(st.st_mtime, st.st_ctime) > SETTLED_S:
+            key = self._file_key(path, st)
+            self.put_later(key, lambda: digest)  # (off the first result's path)
 
     def put_later(self, key: dict[str, Any], make: Callable[[], Any | None],
                   after: Callable[[], None] | None = None) -> None:

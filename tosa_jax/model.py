@@ -1578,7 +1578,7 @@ def load(source: str | os.PathLike | bytes | Graph, *,
                 "target": repr((profile, extensions, level)), "limits": repr(limits)}
 
     st = _file_stat(source) if store is not None else None
-    if st is not None and (digest := store.file_digest(st)) is not None:
+    if st is not None and (digest := store.file_digest(os.fspath(source), st)) is not None:
         # A file this cache has hashed before, unchanged: not read unless the graph is needed
         meta = store.get(key_of(digest))
         if meta is not None:
@@ -1592,7 +1592,7 @@ def load(source: str | os.PathLike | bytes | Graph, *,
             return Model(graph, digest=digest, **opts)
     digest = hashlib.sha256(data).hexdigest()
     if st is not None:
-        store.remember_digest(st, digest)
+        store.remember_digest(os.fspath(source), st, digest)
     key = key_of(digest)
     meta = store.get(key)
     if meta is not None:
@@ -1606,8 +1606,8 @@ def load(source: str | os.PathLike | bytes | Graph, *,
 
 
 def _file_stat(source: object) -> os.stat_result | None:
-    """``os.stat`` of a source that is a path to a regular file, else None."""
-    if not isinstance(source, (str, os.PathLike)):
+    """``os.stat`` of a source that is a path (str) to a regular file, else None."""
+    if not isinstance(source, (str, os.PathLike)) or not isinstance(os.fspath(source), str):
         return None
     try:
         st = os.stat(source)
