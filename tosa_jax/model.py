@@ -1578,8 +1578,10 @@ def load(source: str | os.PathLike | bytes | Graph, *,
                 "target": repr((profile, extensions, level)), "limits": repr(limits)}
 
     st = _file_stat(source) if store is not None else None
-    if st is not None and (digest := store.file_digest(os.fspath(source), st)) is not None:
+    known = store.file_digest(os.fspath(source), st) if st is not None else None
+    if known is not None:
         # A file this cache has hashed before, unchanged: not read unless the graph is needed
+        digest = known
         meta = store.get(key_of(digest))
         if meta is not None:
             label, path = os.fspath(source), os.path.abspath(source)  # (the cwd may change)
@@ -1591,7 +1593,7 @@ def load(source: str | os.PathLike | bytes | Graph, *,
             graph, digest = _read(source, limits)
             return Model(graph, digest=digest, **opts)
     digest = hashlib.sha256(data).hexdigest()
-    if st is not None:
+    if st is not None and known is None:
         store.remember_digest(os.fspath(source), st, digest)
     key = key_of(digest)
     meta = store.get(key)
